@@ -1,0 +1,105 @@
+"""The model call: one POST to ``{base_url}/chat/completions`` with httpx.
+
+Pointing the harness at another endpoint is one argument (``base_url``), as in the chapter's
+``LLM_BASE_URL`` seam. Failures are sorted into the two kinds that need opposite responses:
+
+* passing ones (429, 500, 502, 503, 504, a refused or dropped connection, a timeout) are retried, a
+  bounded number of times, after ``Retry-After`` or a jittered exponential backoff; each retry is
+  reported to ``on_retry``. A refused request is never billed, so a retry cannot pay twice;
+* final ones (400, 401, 403, 404, a body that is not a chat completion) raise ``ModelError`` at once:
+  the run ends as failed with the status and message, and is not resumable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Callable
+
+import httpx
+
+RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
+
+
+class ModelError(RuntimeError):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        return response.json()["error"]["message"]
+    except Exception:
+        return response.text[:200]
+
+
+def _check_completion(data) -> dict:
+    try:
+        message = data["choices"][0]["message"]
+        usage = data["usage"]
+        assert isinstance(message, dict) and message.get("role") == "assistant"
+        assert isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int)
+        for c in message.get("tool_calls") or []:
+            assert isinstance(c["id"], str) and isinstance(c["function"]["name"], str)
+            assert isinstance(c["function"]["arguments"], str)
+    except (KeyError, IndexError, TypeError, AssertionError):
+        raise ModelError(f"the provider's reply is not a chat completion: {json.dumps(data)[:200]}") from None
+    return data
+
+
+class ModelClient:
+    def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 60.0,
+                 max_retries: int = 4, backoff_s: float = 0.25, max_backoff_s: float = 8.0,
+                 on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
+        self.on_retry = on_retry
+        self._owned = http is None
+        self.http = http or httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            headers={"Authorization": f"Bearer {api_key}"}, trust_env=False)
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None and (ra := response.headers.get("Retry-After")):
+            try:
+                return min(max(float(ra), 0.0), self.max_backoff_s)
+            except ValueError:
+                pass
+        base = min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
+        return base / 2 + random.random() * base / 2  # "equal jitter": never zero, never in lockstep
+
+    async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None,
+                       **extra) -> dict:
+        body = {"model": model, "messages": messages, **extra}
+        if tools:
+            body["tools"] = tools
+        for attempt in range(self.max_retries + 1):
+            response, problem = None, None
+            try:
+                response = await self.http.post(self.url, json=body)
+            except (httpx.TransportError, httpx.TimeoutException) as e:
+                problem = f"{type(e).__name__}: {e}" or type(e).__name__
+            if response is not None:
+                if response.status_code == 200:
+                    try:
+                        return _check_completion(response.json())
+                    except ValueError:
+                        raise ModelError(f"the provider answered 200 with a body that is not JSON: "
+                                         f"{response.text[:120]!r}") from None
+                if response.status_code not in RETRYABLE:
+                    raise ModelError(f"HTTP {response.status_code}: {_error_text(response)}", response.status_code)
+                problem = f"HTTP {response.status_code}: {_error_text(response)}"
+            if attempt == self.max_retries:
+                raise ModelError(f"gave up after {attempt + 1} attempts; last: {problem}",
+                                 response.status_code if response is not None else None)
+            delay = self._delay(attempt, response)
+            if self.on_retry:
+                self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3)})
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def aclose(self):
+        if self._owned:
+            await self.http.aclose()

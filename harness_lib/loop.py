@@ -1,0 +1,198 @@
+"""The loop, and its five exits.
+
+    state = new_run(SYSTEM_PROMPT, TASK, model="plan")
+    state = await run(state, workspace.tools(), Options(base_url=url, max_turns=20))
+    state.status  # completed | failed | max_turns_exceeded | budget_exceeded | interrupted
+
+Each iteration does three things, in this order:
+
+1. check the stop conditions (turn cap, budget, a reader's own), before anything is paid for;
+2. drain the pending tool calls (the ones the transcript asked for and has no answer to), so that a
+   resumed or approved run continues exactly where it stopped and never pays for a turn twice;
+3. ask the model, add the turn's cost as soon as the reply is back, and return if it asked for nothing.
+
+A run ends by *returning* its state with one status, never by raising: a stop is an answer, not a
+crash. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
+the model call and the running tool as ``CancelledError`` and ends the run as interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .client import ModelClient, ModelError
+from .pricing import CHAPTER_PRICES, Pricing
+from .state import RunState, pending, save
+from .stops import Stop, StopCondition, max_budget, max_turns
+from .tools import Tool, ToolContext
+from .trace import Trace
+
+GENERIC_ERROR = "Error: the tool call failed."
+POLICIES = ("fatal", "generic", "descriptive")
+DEDUPE = ("off", "read-only", "all")
+
+
+@dataclass
+class Options:
+    base_url: str | None = None
+    api_key: str = "not-needed"
+    max_turns: int | None = None
+    max_budget_usd: float | None = None
+    stops: list[StopCondition] = field(default_factory=list)
+    tool_errors: str | Callable[[Exception], str] = "descriptive"
+    dedupe: str = "off"
+    trace: Trace | None = None
+    state_dir: str | Path | None = None
+    on_progress: Callable[[str], None] | None = None
+    pricing: Pricing = CHAPTER_PRICES
+    client: ModelClient | None = None
+
+    def __post_init__(self):
+        if not (callable(self.tool_errors) or self.tool_errors in POLICIES):
+            raise ValueError(f"tool_errors must be one of {POLICIES} or a function, got {self.tool_errors!r}")
+        if self.dedupe not in DEDUPE:
+            raise ValueError(f"dedupe must be one of {DEDUPE}, got {self.dedupe!r}")
+        if self.client is None and not self.base_url:
+            raise ValueError("give a base_url (or a ModelClient)")
+        # Validate the limits now, not at the first turn: a NaN budget must never start a run.
+        self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
+                          ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
+                          list(self.stops)
+
+
+def signature(call: dict) -> str:
+    """What makes two calls 'the same call': the tool and its arguments, key order aside."""
+    args = call["function"]["arguments"]
+    try:
+        args = json.dumps(json.loads(args), sort_keys=True)
+    except ValueError:
+        pass
+    return f'{call["function"]["name"]}:{args}'
+
+
+async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
+    by_name = {t.name: t for t in tools}
+    schemas = [t.schema() for t in tools]
+    trace = opts.trace or Trace(timestamps=False)
+    client = opts.client or ModelClient(
+        opts.base_url, opts.api_key, on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
+    # The dedupe cache is derived from the transcript, so it survives a resume.
+    contents = {m.get("tool_call_id"): m.get("content") for m in state.messages if m.get("role") == "tool"}
+    cache = {r["signature"]: contents[r["callId"]] for r in state.tool_log
+             if r.get("ok") and r["callId"] in contents and "signature" in r}
+    state.status, state.interruption, state.error = "running", None, None
+
+    def checkpoint():
+        if opts.state_dir is not None:
+            save(state, opts.state_dir)
+
+    def stop(status: str, interruption: dict | None = None) -> RunState:
+        state.status, state.interruption = status, interruption
+        extra = {"error": state.error} if state.error else {}
+        trace.emit(state.run_id, "run_stopped", status=status,
+                   reason=(interruption or {}).get("type", status), turns=state.turns,
+                   costUsd=round(state.total_cost_usd, 6), **extra)
+        checkpoint()
+        return state
+
+    def answer(call: dict, content: str, ok: bool, ms: float, **flags):
+        state.messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
+                               "content": content})
+        state.tool_log.append({"callId": call["id"], "toolName": call["function"]["name"],
+                               "args": call["function"]["arguments"], "signature": signature(call),
+                               "ok": ok, "ms": round(ms, 1), **flags})
+        trace.emit(state.run_id, "tool_result", toolName=call["function"]["name"], ms=round(ms),
+                   ok=ok, callId=call["id"], **flags)
+        checkpoint()
+
+    async def execute(call: dict) -> Stop | None:
+        name, raw_args, call_id = call["function"]["name"], call["function"]["arguments"], call["id"]
+        tool = by_name.get(name)
+        if call_id in state.rejected:
+            answer(call, state.rejected[call_id], ok=False, ms=0, rejected=True)
+            return None
+        try:
+            args = json.loads(raw_args or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as e:
+            args, bad_args = None, e
+        if tool is not None and args is not None and tool.needs_approval and call_id not in state.approved:
+            trace.emit(state.run_id, "approval_required", toolName=name, args=raw_args, callId=call_id)
+            return Stop("interrupted", {"type": "approval", "callId": call_id, "toolName": name, "args": args})
+        sig = signature(call)
+        if sig in cache and (opts.dedupe == "all" or (opts.dedupe == "read-only" and tool and tool.read_only)):
+            answer(call, cache[sig], ok=True, ms=0, cached=True)
+            return None
+        trace.emit(state.run_id, "tool_start", toolName=name, args=raw_args, callId=call_id)
+        started = time.perf_counter()
+        try:
+            if tool is None:
+                raise LookupError(f"unknown tool {name!r}; the tools are: {', '.join(by_name)}")
+            if args is None:
+                raise ValueError(f"malformed arguments for {name}: {bad_args}")
+            result = await tool.run(args, ToolContext(state.run_id, call_id, progress=progress(name),
+                                                      report_subrun=state.subruns.append, trace=trace))
+            content = result if isinstance(result, str) else json.dumps(result, default=str)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any tool failure is the policy's to handle
+            ms = (time.perf_counter() - started) * 1000
+            if opts.tool_errors == "fatal":
+                state.error = f"{name}: {e}"
+                answer(call, f"Error: {e}", ok=False, ms=ms)
+                return Stop("failed", None)
+            text = (GENERIC_ERROR if opts.tool_errors == "generic" else
+                    f"Error: {e}" if opts.tool_errors == "descriptive" else str(opts.tool_errors(e)))
+            answer(call, text, ok=False, ms=ms)
+            return None
+        answer(call, content, ok=True, ms=(time.perf_counter() - started) * 1000)
+        cache.setdefault(sig, content)
+        return None
+
+    def progress(tool_name: str) -> Callable[[str], None]:
+        def report(label: str):
+            trace.emit(state.run_id, "tool_progress", toolName=tool_name, label=label)
+            if opts.on_progress:
+                opts.on_progress(label)
+        return report
+
+    try:
+        while True:
+            for condition in opts.conditions:                      # 1. stop before paying
+                if (hit := condition(state)) is not None:
+                    return stop(hit.status, hit.interruption)
+            for call in pending(state):                            # 2. drain what is owed
+                if (hit := await execute(call)) is not None:
+                    return stop(hit.status, hit.interruption)
+            reply = await client.complete(state.model, state.messages, schemas)   # 3. ask
+            message, usage = reply["choices"][0]["message"], reply["usage"]
+            turn_cost = opts.pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])
+            state.turns += 1
+            state.cost_usd = round(state.cost_usd + turn_cost, 12)
+            state.prompt_tokens += usage["prompt_tokens"]
+            state.completion_tokens += usage["completion_tokens"]
+            state.per_turn.append({"prompt_tokens": usage["prompt_tokens"],
+                                   "completion_tokens": usage["completion_tokens"], "cost_usd": turn_cost})
+            state.messages.append(message)
+            trace.emit(state.run_id, "turn", turn=state.turns, prompt_tokens=usage["prompt_tokens"],
+                       completion_tokens=usage["completion_tokens"],
+                       total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+                       costUsd=round(state.total_cost_usd, 6), finish=reply["choices"][0].get("finish_reason"))
+            checkpoint()
+            if not message.get("tool_calls"):
+                state.output = message.get("content") or ""
+                return stop("completed")
+    except asyncio.CancelledError as e:
+        return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
+    except ModelError as e:
+        state.error = str(e)
+        return stop("failed")
+    finally:
+        if opts.client is None:
+            await asyncio.shield(client.aclose())

@@ -1,0 +1,47 @@
+"""What a tool is, and what it gets when it runs.
+
+A tool is a name, a description, a JSON schema and an async function. Two flags tell the loop how to
+treat it: ``read_only`` (safe to answer a repeat from a cache) and ``needs_approval`` (stop the run
+and ask a person first). Cancellation needs no flag: a tool is a coroutine, and cancelling the run's
+task raises ``CancelledError`` at the tool's next ``await``, so a tool that awaits (``asyncio.sleep``,
+an ``httpx`` call) hears Stop at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+
+@dataclass
+class ToolContext:
+    run_id: str
+    call_id: str
+    progress: Callable[[str], None] = lambda label: None
+    report_subrun: Callable[[dict], None] = lambda summary: None
+    trace: Any = None  # the parent's Trace, so that a subagent's lines land in the same file
+
+    @property
+    def idempotency_key(self) -> str:
+        """One key per logical operation: this run, this call. A retry of the same call reuses it."""
+        return f"{self.run_id}:{self.call_id}"
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    run: Callable[[dict, ToolContext], Awaitable[Any]]
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    read_only: bool = False
+    needs_approval: bool = False
+
+    def schema(self) -> dict:
+        """The tool as the chat completions API expects it in ``tools``."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+def string_params(*names: str) -> dict:
+    """A schema of required string parameters, the only kind the chapter's tools take."""
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": list(names)}

@@ -1,0 +1,161 @@
+"""The chapter's four tools, acting on a private copy of ``data/workspace``.
+
+``list_files``, ``read_file``, ``delete_file`` (needs approval) and ``scan_archive`` (deliberately slow,
+reports progress, hears Stop). Every path is resolved inside the workspace; one that leaves it
+(``..``, an absolute path, a symbolic link pointing out) is refused with ``permission denied``.
+
+``delete_file`` keeps a journal beside the workspace, keyed by idempotency key (run id + call id): a
+call whose deletion already happened is answered from the journal and never deletes twice, even when
+the process died between the deletion and the moment its result reached the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .tokens import compact
+from .tools import Tool, ToolContext, string_params
+
+DATA_WORKSPACE = Path(__file__).resolve().parent.parent / "data" / "workspace"
+
+# The fixture every scripted run starts from. With the four schemas below, the first request of a run
+# counts 204 prompt tokens, as in the chapter.
+SYSTEM_PROMPT = "You are an operations assistant. Use the tools to inspect the workspace, then answer it briefly."
+TASK = "Which file mentions a timeout?"
+
+
+class Workspace:
+    def __init__(self, root: str | Path, journal: str | Path | None = None):
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"workspace folder {self.root} does not exist")
+        self.journal = Path(journal) if journal else self.root.parent / f"{self.root.name}.journal.jsonl"
+
+    @classmethod
+    def copy_of(cls, source: str | Path = DATA_WORKSPACE, into: str | Path | None = None) -> "Workspace":
+        """A fresh copy of ``source`` in a new temporary folder (or in ``into``), so no run touches data/."""
+        parent = Path(into) if into else Path(tempfile.mkdtemp(prefix="harness-ws-"))
+        root = parent / "workspace"
+        shutil.copytree(source, root)
+        return cls(root)
+
+    # -- paths ------------------------------------------------------------------------------------
+    def resolve(self, path) -> Path:
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"path must be a non-empty string, got {path!r}")
+        target = (self.root / path).resolve()
+        if target != self.root and self.root not in target.parents:
+            raise PermissionError(f"permission denied: {path}")
+        return target
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_file())
+
+    # -- the journal of writes ----------------------------------------------------------------------
+    def journal_entries(self) -> list[dict]:
+        if not self.journal.exists():
+            return []
+        entries = []
+        for line in self.journal.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                pass  # a torn last line: the write it described never finished recording
+        return entries
+
+    def _journal(self, entry: dict):
+        with open(self.journal, "a") as f:
+            f.write(compact(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    @property
+    def deleted(self) -> list[str]:
+        """Every path a delete_file run removed, in order (one entry per deletion that happened)."""
+        return [e["path"] for e in self.journal_entries() if e.get("op") == "delete" and e.get("done")]
+
+    @property
+    def delete_runs(self) -> list[str]:
+        """Every path delete_file was run on, whether or not there was still a file to remove."""
+        return [e["path"] for e in self.journal_entries() if e.get("op") == "delete" and "done" in e]
+
+    # -- the tools ----------------------------------------------------------------------------------
+    async def list_files(self, args: dict, ctx: ToolContext) -> str:
+        return compact(self.files())
+
+    async def read_file(self, args: dict, ctx: ToolContext) -> str:
+        target = self.resolve(args.get("path"))
+        if not target.is_file():
+            raise FileNotFoundError(f"no such file: {args['path']}. Call list_files to see what exists.")
+        return target.read_text(errors="replace")
+
+    async def delete_file(self, args: dict, ctx: ToolContext) -> str:
+        key = ctx.idempotency_key
+        for e in self.journal_entries():
+            if e.get("key") == key and "done" in e:
+                return e["result"]  # this operation already happened: answer, do not repeat it
+        target = self.resolve(args.get("path"))
+        started = any(e.get("key") == key for e in self.journal_entries())
+        if not target.is_file():
+            if started:  # we died after unlinking and before recording: the deletion did happen
+                result, done = f"deleted {args['path']}", True
+            else:
+                self._journal({"op": "delete", "key": key, "path": args["path"], "done": False,
+                               "result": f"no such file: {args['path']}"})
+                raise FileNotFoundError(f"no such file: {args['path']}. Call list_files to see what exists.")
+        else:
+            if not started:
+                self._journal({"op": "delete", "key": key, "path": args["path"], "started": True})
+            target.unlink()
+            result, done = f"deleted {args['path']}", True
+        self._journal({"op": "delete", "key": key, "path": args["path"], "done": done, "result": result})
+        return result
+
+    def scan_archive_tool(self, seconds: float = 3.0, files: int = 1200, every: int = 200,
+                          hears_stop: bool = True) -> Tool:
+        """The deliberately slow tool: scans ``files`` archived files in ``seconds``, reporting progress
+        every ``every`` files. With ``hears_stop=False`` it shields its work from cancellation, the way a
+        tool does when the signal was threaded only into the model call: Stop then waits for it."""
+        steps = files // every
+
+        async def scan(args: dict, ctx: ToolContext) -> str:
+            pattern = args.get("pattern")
+            if not isinstance(pattern, str) or not pattern:
+                raise ValueError("pattern must be a non-empty string")
+
+            async def work():
+                for i in range(1, steps + 1):
+                    await asyncio.sleep(seconds / steps)
+                    ctx.progress(f"scanned {i * every} of {files} files")
+                return f"scanned {files} archived files; 3 mention {pattern!r}"
+
+            if hears_stop:
+                return await work()
+            task = asyncio.ensure_future(work())
+            stopped = None
+            while not task.done():
+                try:
+                    await asyncio.shield(task)
+                except asyncio.CancelledError as e:
+                    stopped = e  # heard nothing: keep going until the work is done
+            if stopped is not None:
+                raise stopped
+            return task.result()
+
+        return Tool("scan_archive", "Scan the log archive for a pattern. Slow.", scan,
+                    string_params("pattern"), read_only=True)
+
+    def tools(self, **scan_options) -> list[Tool]:
+        return [
+            Tool("list_files", "List the files in the workspace.", self.list_files, read_only=True),
+            Tool("read_file", "Read one file from the workspace.", self.read_file, string_params("path"),
+                 read_only=True),
+            Tool("delete_file", "Delete one file from the workspace. Needs approval.", self.delete_file,
+                 string_params("path"), needs_approval=True),
+            self.scan_archive_tool(**scan_options),
+        ]
