@@ -8,8 +8,9 @@ Each iteration does three things, in this order:
 
 1. check the stop conditions (turn cap, budget, a reader's own), before anything is paid for;
 2. drain the pending tool calls (the ones the transcript asked for and has no answer to), so that a
-   resumed or approved run continues exactly where it stopped and never pays for a turn twice;
-3. ask the model, add the turn's cost as soon as the reply is back, and return if it asked for nothing.
+   resumed or approved run continues exactly where it stopped and never pays for a turn twice, and go
+   back to 1;
+3. with nothing owed, ask the model, add the turn's cost as soon as the reply is back, and return if it asked for nothing.
 
 A run ends by *returning* its state with one status, never by raising: a stop is an answer, not a
 crash. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
@@ -167,9 +168,11 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             for condition in opts.conditions:                      # 1. stop before paying
                 if (hit := condition(state)) is not None:
                     return stop(hit.status, hit.interruption)
-            for call in pending(state):                            # 2. drain what is owed
-                if (hit := await execute(call)) is not None:
-                    return stop(hit.status, hit.interruption)
+            if calls := pending(state):                            # 2. drain what is owed,
+                for call in calls:
+                    if (hit := await execute(call)) is not None:
+                        return stop(hit.status, hit.interruption)
+                continue                                           #    then check again
             reply = await client.complete(state.model, state.messages, schemas)   # 3. ask
             message, usage = reply["choices"][0]["message"], reply["usage"]
             turn_cost = opts.pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])

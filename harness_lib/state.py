@@ -38,6 +38,7 @@ class RunState:
     subruns: list[dict] = field(default_factory=list)     # children's {runId, status, turns, cost_usd}
     output: str | None = None
     error: str | None = None
+    meta: dict = field(default_factory=dict)              # free-form: scenario, workspace, ...
     version: int = STATE_VERSION
 
     # -- what can be derived is derived -----------------------------------------------------------

@@ -12,6 +12,7 @@ import base64
 import gzip
 import hashlib
 import json
+import zlib
 from functools import lru_cache
 from importlib import resources
 
@@ -45,7 +46,7 @@ def rank_file_bytes() -> bytes:
     package, name = RANK_FILE
     try:
         raw = gzip.decompress(resources.files(package).joinpath(name).read_bytes())
-    except (ModuleNotFoundError, FileNotFoundError) as e:
+    except (ModuleNotFoundError, OSError, EOFError, zlib.error) as e:  # OSError covers BadGzipFile
         raise RankFileError(f"cannot read {name} from the {package!r} package: {e}") from e
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import json
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -107,6 +108,15 @@ class Handler(BaseHTTPRequestHandler):
         # Headers and body go out in two writes; without this, Nagle's algorithm and delayed ACKs
         # hold the second one back ~40 ms on every request.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.server.lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with self.server.lock:
+                self.server.connections.discard(self.connection)
 
     def log_message(self, *args):  # quiet: a notebook is no place for access logs
         pass
@@ -124,6 +134,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), headers)
 
     def do_GET(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # a body left unread would poison the next request
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in SCRIPTS]})
@@ -131,6 +142,13 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, error_body(404, f"Unknown path {self.path}"))
 
     def do_POST(self):
+        started = time.perf_counter()
+        try:
+            self._post()
+        finally:
+            self.server.count_busy(time.perf_counter() - started)
+
+    def _post(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
@@ -228,10 +246,30 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests = 0
         self.prompt_tokens_served = 0
+        self.connections: set[socket.socket] = set()  # open client connections, closed on stop
+        self.busy_s = 0.0  # time spent inside request handlers, injected latency included
+
+    def close_connections(self):
+        """End every kept-alive connection, so that a stopped provider answers nothing more."""
+        with self.lock:
+            connections = list(self.connections)
+        for c in connections:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def next_fault(self) -> str | None:
         with self.lock:
             return self.faults.popleft() if self.faults else None
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is not news
+            super().handle_error(request, client_address)
+
+    def count_busy(self, seconds: float):
+        with self.lock:
+            self.busy_s += seconds
 
     def count_request(self, usage: dict):
         with self.lock:
@@ -264,6 +302,11 @@ class ScriptedProvider:
     def requests(self) -> int:
         return self._server.requests
 
+    @property
+    def busy_ms(self) -> float:
+        """Milliseconds spent handling requests so far (injected latency included)."""
+        return self._server.busy_s * 1000
+
     def inject(self, *faults: str) -> "ScriptedProvider":
         with self._server.lock:
             self._server.faults.extend(faults)
@@ -281,6 +324,7 @@ class ScriptedProvider:
             self._server.shutdown()
             self._thread.join()
             self._thread = None
+        self._server.close_connections()
         self._server.server_close()
 
     def __enter__(self) -> "ScriptedProvider":

@@ -1,0 +1,124 @@
+"""Every figure issue 3 lists, measured by real runs against the scripted provider.
+
+The numbers on the right-hand side are the chapter's; the left-hand side always comes from a run.
+"""
+
+import asyncio
+
+import pytest
+
+from harness_lib.chapter import experiments as E
+from harness_lib.chapter.figures import DIFFERS, compare
+from harness_lib.scripted import ScriptedProvider
+
+
+@pytest.fixture(scope="module")
+def url():
+    with ScriptedProvider() as p:
+        yield p.base_url
+
+
+def go(coro):
+    return asyncio.run(coro)
+
+
+def test_plan(url):
+    out, transcript, m = go(E.loop_plan(url))
+    assert (m["plan.turns"], m["plan.tools"], m["plan.in"], m["plan.out"]) == (3, 2, 815, 70)
+    assert f'{m["plan.cost"]:.6f}' == "0.002470"
+    assert m["plan.prompts"] == [204, 269, 342]
+    assert [t["completion_tokens"] for t in out.state.per_turn] == [23, 29, 18]
+    assert m["plan.answer"] == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
+    assert list(transcript.role) == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+
+
+def test_turn_cap(url):
+    table, m = go(E.cap_table(url))
+    assert (m["cap.in8"], m["cap.in50"], m["cap.in100"]) == (3431, 88649, 337299)
+    assert f'{m["cap.cost20"]:.3f}' == "0.038"
+    assert f'{m["cap.cost_ratio"]:.1f}' == "3.7" and f'{m["cap.in_ratio"]:.1f}' == "3.8"
+    assert set(table.status) == {"max_turns_exceeded"}
+    assert list(table.tool_runs) == [7, 19, 49, 99]  # the last turn's call is left pending
+
+
+def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
+    table, _ = go(E.cap_table(url, caps=(8, 20)))
+    long = go(E.scenario(url, "runaway", max_turns=30))
+    prefix = E.prefix_costs(long.state)
+    for cap in (8, 20):
+        assert prefix.loc[cap, "input_tokens"] == table.loc[cap, "in"]
+        assert prefix.loc[cap, "cost_usd"] == pytest.approx(table.loc[cap, "cost_usd"], abs=1e-9)
+    a, b, c = E.quadratic_fit(prefix)
+    assert a == pytest.approx(32, abs=0.5)  # half of the 64 tokens each turn adds
+
+
+def test_budget(url):
+    table, m = go(E.budget_table(url))
+    assert f'{m["budget.spent"]:.6f}' == "0.010780" and m["budget.turns"] == 9
+    assert table.overshoot_within_one_turn.all() and (table.overshoot_usd >= 0).all()
+    assert table.turns.is_monotonic_increasing
+
+
+def test_tool_error_policies_and_permanent_error(url):
+    table, permanent, m = go(E.tool_errors(url))
+    assert f'{m["errors.ratio"]:.1f}' == "4.7"
+    assert m["errors.answers"] == "descriptive"
+    assert table.loc["fatal", "status"] == "failed" and table.loc["descriptive", "status"] == "completed"
+    assert (m["perm.turns"], m["perm.toolruns"], m["perm.in"]) == (12, 11, 7079)
+    assert f'{m["perm.cost"]:.6f}' == "0.018622" and m["perm.status"] == "max_turns_exceeded"
+    assert m["perm.answer"] is None
+    assert f'{m["perm.ratio"]:.1f}' == "5.2"
+
+
+def test_repeats_and_dedupe(url):
+    table, writes, m = go(E.dedupe(url))
+    assert f'{m["repeat.extra"]:.6f}' == "0.001050" and m["repeat.increase"] == 75
+    assert m["repeat.cache_saves"] == 0
+    assert table.loc["repeated read, read-only cache", "tool_runs"] == 1
+    assert (m["naive.turns"], m["naive.runs"], m["naive.deleted"]) == (3, 1, ["access.log"])
+    assert (m["gate.turns"], m["gate.runs"], m["gate.deleted"]) == (3, 2, ["access.log", "access.log"])
+
+
+def test_approval(url):
+    stopped, table, m = go(E.approval(url))
+    assert m["approval.stop"] == 'turn 2: interrupted / approval -> delete_file({"path":"access.log"})'
+    assert m["approval.deleted_before"] == []
+    assert (m["approve.turns"], m["approve.deleted"]) == (3, ["access.log"])
+    assert m["approve.answer"] == "Deleted access.log to free space."
+    assert (m["reject.turns"], m["reject.deleted"]) == (3, [])
+    assert m["reject.answer"] == "I did not delete anything: you declined the deletion."
+    assert m["silent.deleted"] == [] and m["silent.answer"] == "Deleted access.log to free space."
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill(url, tmp_path):
+    table, events, m = go(E.resume_after_kill(url, tmp_path))
+    assert (m["resume.restored_turns"], m["resume.restored_messages"], m["resume.restored_status"]) == (2, 6, "running")
+    assert f'{m["resume.restored_cost"]:.6f}' == "0.001570"
+    assert (m["resume.turns"], m["resume.status"]) == (3, "completed")
+    assert f'{m["resume.cost"]:.6f}' == "0.002470"
+    assert m["resume.tool_runs"] == "list_files, read_file:errors.log"  # each tool ran once, across both
+    assert table.index[0].endswith("exit -9)")
+
+
+@pytest.mark.slow
+def test_cancellation(url):
+    table, timelines, m = go(E.cancellation(url))
+    assert 450 <= m["cancel.progress1"] <= 600 and 950 <= m["cancel.progress2"] <= 1100
+    assert 2950 <= m["cancel.full"] <= 3300 and m["cancel.full_status"] == "completed"
+    assert (m["cancel.stop_status"], m["cancel.reason"]) == ("interrupted", "user pressed Stop")
+    assert m["cancel.click_to_stop"] <= 50
+    deaf = table.loc["Stop at 1.2 s, tool deaf to Stop"]
+    assert deaf.status == "interrupted" and deaf.stopped_after_ms >= 2900
+
+
+def test_trace_equals_the_chapter(url, tmp_path):
+    out, path, diff, m = go(E.trace_demo(url, tmp_path))
+    assert m["trace.lines"] == 6, diff[~diff.same]
+    assert len({e["runId"] for e in E.read(path)}) == 1
+
+
+def test_comparison_has_no_differences_on_what_these_tests_measure(url):
+    _, _, m = go(E.loop_plan(url))
+    table = compare(m, section="01-loop")
+    assert len(table) == 9 and not (table.match == DIFFERS).any()
