@@ -1,0 +1,62 @@
+"""The command line is a contract: its line format, its JSON, its exit codes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness_lib.cli import main
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness_lib", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_run_prints_the_chapters_line(capsys):
+    assert main(["run", "plan", "--max-turns", "20"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("plan, cap 20    turns=3  tools=2  in=815  out=70  cost=$0.002470  ms=")
+    assert out[0].endswith("status=completed")
+    assert out[1] == '   answer: "errors.log mentions a timeout: worker 7 timed out after 30000 ms."'
+    assert out[2] == "   per-turn prompt tokens: 204, 269, 342"
+
+
+def test_json_has_the_documented_fields(capsys):
+    assert main(["run", "runaway", "--budget", "0.01", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert {"run_id", "scenario", "status", "interruption", "turns", "tool_runs", "prompt_tokens",
+            "completion_tokens", "cost_usd", "wall_ms", "answer", "per_turn_prompt_tokens", "error"} <= set(s)
+    assert (s["status"], s["interruption"], s["turns"], s["cost_usd"]) == ("budget_exceeded", {"type": "max_budget"}, 9, 0.01078)
+
+
+def test_approval_across_two_processes(tmp_path):
+    first = cli("run", "destructive", "--state-dir", str(tmp_path), "--run-id", "r1", "--json")
+    s = json.loads(first.stdout)
+    assert first.returncode == 0 and s["status"] == "interrupted" and s["interruption"]["callId"] == "c2"
+    second = cli("resume", "r1", "--state-dir", str(tmp_path), "--reject", "c2", "--reason", "no", "--json")
+    s = json.loads(second.stdout)
+    assert (s["status"], s["turns"], s["answer"]) == ("completed", 3, "I did not delete anything: you declined the deletion.")
+    again = cli("resume", "r1", "--state-dir", str(tmp_path), "--approve", "c2")
+    assert again.returncode == 2 and "completed" in again.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "plan", "--max-turns", "-1"], ["run", "plan", "--budget", "nan"],
+                                  ["run", "plan", "--tool-errors", "loud"]])
+def test_usage_errors_exit_2(args):
+    r = cli(*args)
+    assert r.returncode == 2 and r.stderr
+
+
+def test_broken_state_file_exits_2_and_is_left_alone(tmp_path):
+    (tmp_path / "r9.json").write_text('{"run_id": "r9", "messa')
+    r = cli("resume", "r9", "--state-dir", str(tmp_path))
+    assert r.returncode == 2 and "r9.json" in r.stderr
+    assert (tmp_path / "r9.json").read_text() == '{"run_id": "r9", "messa'
+
+
+def test_cancel_after(capsys):
+    assert main(["run", "slow", "--cancel-after", "0.3", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["status"] == "interrupted" and s["interruption"] == {"type": "cancelled", "reason": "user pressed Stop"}
+    assert s["wall_ms"] < 1000
