@@ -15,11 +15,18 @@ result, the JSON list of the workspace's file names. Their prompt tokens must su
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import statistics
+import subprocess
+import sys
 import time
 
 import httpx
 
+from .client import ModelClient
+from .loop import Options, run
+from .state import new_run
 from .scripted.server import ScriptedProvider, complete
 from .tokens import compact
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
@@ -94,7 +101,68 @@ def provider_bench(repeats: int = REPEATS) -> dict:
     }
 
 
+class _TimedClient(ModelClient):
+    """A ModelClient that notes the clock before every call, and the provider's own time for each
+    request from its ``Server-Timing`` header."""
+
+    def __init__(self, base_url: str):
+        super().__init__(base_url)
+        self.marks, self.server_ms = [], []
+        self.http.event_hooks["response"].append(self._server_timing)
+
+    async def _server_timing(self, response):
+        timing = response.headers.get("Server-Timing", "handler;dur=0")
+        self.server_ms.append(float(timing.split("dur=")[1]))
+
+    async def complete(self, *args, **kwargs):
+        self.marks.append(time.perf_counter())
+        return await super().complete(*args, **kwargs)
+
+
+async def _one_run(client: ModelClient, max_turns: int):
+    try:
+        return await run(new_run(SYSTEM_PROMPT, TASK, "runaway"), Workspace.copy_of().tools(),
+                         Options(client=client, max_turns=max_turns))
+    finally:
+        await client.http.aclose()
+
+
+@contextlib.contextmanager
+def provider_process():
+    """The scripted provider in its own process, as a real endpoint would be: no shared GIL."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness_lib", "serve", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        yield proc.stdout.readline().split()[3]  # "scripted provider on URL  scenarios: ..."
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def harness_bench(turns: int = 50, repeats: int = REPEATS) -> dict:
+    """Client-side overhead per turn on a ``turns``-turn runaway: the time from one model call to the
+    next, less the provider's own time for that request (its Server-Timing header). What is left is
+    the loop, the tool run, the JSON of the growing transcript, httpx and loopback. The provider runs
+    in another process. The median over turns, then over repeats; the first run only warms up."""
+    medians, first, last = [], [], []
+    with provider_process() as base_url:
+        for _ in range(repeats + 1):
+            client = _TimedClient(base_url)
+            state = asyncio.run(_one_run(client, turns + 1))
+            overhead = [(b - a) * 1000 - s for a, b, s in zip(client.marks, client.marks[1:], client.server_ms)]
+            medians.append(statistics.median(overhead))
+            first.append(statistics.median(overhead[:10]))
+            last.append(statistics.median(overhead[-10:]))
+    if state.turns != turns + 1:
+        raise AssertionError(f"the runaway ran {state.turns} turns, not {turns + 1}")
+    return {"turns": turns, "overhead_ms": statistics.median(medians[1:]),
+            "first_10_ms": statistics.median(first[1:]), "last_10_ms": statistics.median(last[1:])}
+
+
 def main() -> int:
+    h = harness_bench()
+    print(f"harness, {h['turns']}-turn runaway: client-side overhead {h['overhead_ms']:.2f} ms per turn (median); "
+          f"turns 1-10 {h['first_10_ms']:.2f} ms, turns {h['turns'] - 9}-{h['turns']} {h['last_10_ms']:.2f} ms")
     r = provider_bench()
     print(f"runaway, {r['turns']} turns: {r['prompt_tokens']:,} prompt tokens in {r['request_bytes']:,} request bytes")
     print(f"provider, in process (server.complete): {r['complete_ms']:.1f} ms for {r['turns']} requests "
