@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .loop import DEDUPE, POLICIES, Options, run
-from .state import DecisionError, RunState, StateFileError, approve, load, new_run, reject
+from .state import DecisionError, RunState, StateFileError, approve, load, new_run, reject, state_path
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -57,6 +57,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
 def _budget(text: str) -> float:
     value = float(text)
     if not math.isfinite(value) or value <= 0:
@@ -80,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
         q.add_argument("--dedupe", choices=DEDUPE, default="off")
         q.add_argument("--trace", help="append the JSONL trace to this file")
         q.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: start the scripted provider")
-        q.add_argument("--latency-ms", type=float, default=0.0, help="the scripted provider's latency")
-        q.add_argument("--cancel-after", type=float, help="press Stop after this many seconds")
+        q.add_argument("--latency-ms", type=_seconds, default=0.0, help="the scripted provider's latency")
+        q.add_argument("--cancel-after", type=_seconds, help="press Stop after this many seconds")
         q.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     r = sub.add_parser("run", help="run one scenario")
@@ -147,6 +154,9 @@ def _finish(state: RunState, args, wall_ms: float, label: str) -> int:
 def cmd_run(args) -> int:
     if args.workspace and Path(args.workspace).resolve() == DATA_WORKSPACE:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
+    if args.run_id and args.state_dir and state_path(args.state_dir, args.run_id).exists():
+        raise SystemExit(f"error: run {args.run_id} already exists in {args.state_dir}; continue it with "
+                         f"`resume {args.run_id} --state-dir {args.state_dir}`, or give another --run-id")
     workspace = Workspace(args.workspace) if args.workspace else Workspace.copy_of()
     state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=args.run_id)
     state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
@@ -159,9 +169,9 @@ def cmd_run(args) -> int:
 
 def cmd_resume(args) -> int:
     state = load(args.state_dir, args.run_id)
-    if not state.resumable:
+    if not state.continuable:
         raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
-                         f"a budget or an interruption can be resumed")
+                         f"a budget or an interruption (or whose process died) can be resumed")
     if args.approve:
         approve(state, args.approve)
     elif args.reject:

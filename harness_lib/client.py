@@ -4,8 +4,9 @@ Pointing the harness at another endpoint is one argument (``base_url``), as in t
 ``LLM_BASE_URL`` seam. Failures are sorted into the two kinds that need opposite responses:
 
 * passing ones (429, 500, 502, 503, 504, a refused or dropped connection, a timeout) are retried, a
-  bounded number of times, after ``Retry-After`` or a jittered exponential backoff; each retry is
-  reported to ``on_retry``. A refused request is never billed, so a retry cannot pay twice;
+  bounded number of times, after ``Retry-After`` (seconds or an HTTP date) or a jittered exponential
+  backoff; each retry is reported to ``on_retry``. A refused request is never billed, so a retry cannot
+  pay twice (a timed-out one may have been: the provider may finish work the client stopped waiting for);
 * final ones (400, 401, 403, 404, a body that is not a chat completion) raise ``ModelError`` at once:
   the run ends as failed with the status and message, and is not resumable.
 """
@@ -13,14 +14,17 @@ Pointing the harness at another endpoint is one argument (``base_url``), as in t
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import functools
 import json
 import random
 import ssl
+import time
 from typing import Callable
 
 import httpx
 
+JSON = {"Content-Type": "application/json"}
 RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -43,18 +47,23 @@ def _error_text(response: httpx.Response) -> str:
         return response.text[:200]
 
 
-def _check_completion(data) -> dict:
+def check_completion(data) -> dict:
+    """``data`` if it is a chat completion the loop can use, else ``ModelError`` saying what it got."""
+    def fine() -> bool:
+        message, usage = data["choices"][0]["message"], data["usage"]
+        tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+        return (isinstance(message, dict) and message.get("role") == "assistant"
+                and isinstance(message.get("content"), (str, type(None)))
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in tokens)
+                and isinstance(message.get("tool_calls") or [], list)
+                and all(isinstance(c["id"], str) and isinstance(c["function"]["name"], str)
+                        and isinstance(c["function"]["arguments"], str) for c in message.get("tool_calls") or []))
     try:
-        message = data["choices"][0]["message"]
-        usage = data["usage"]
-        assert isinstance(message, dict) and message.get("role") == "assistant"
-        assert isinstance(usage.get("prompt_tokens"), int) and isinstance(usage.get("completion_tokens"), int)
-        for c in message.get("tool_calls") or []:
-            assert isinstance(c["id"], str) and isinstance(c["function"]["name"], str)
-            assert isinstance(c["function"]["arguments"], str)
-    except (KeyError, IndexError, TypeError, AssertionError):
-        raise ModelError(f"the provider's reply is not a chat completion: {json.dumps(data)[:200]}") from None
-    return data
+        if fine():
+            return data
+    except (KeyError, IndexError, TypeError, AttributeError):
+        pass
+    raise ModelError(f"the provider's reply is not a chat completion: {json.dumps(data, default=str)[:200]}")
 
 
 class ModelClient:
@@ -63,6 +72,7 @@ class ModelClient:
                  on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
+        self.timeout_s = timeout
         self.on_retry = on_retry
         self._owned = http is None
         self.http = http or httpx.AsyncClient(
@@ -74,7 +84,11 @@ class ModelClient:
             try:
                 return min(max(float(ra), 0.0), self.max_backoff_s)
             except ValueError:
-                pass
+                try:  # the other form: an HTTP date
+                    return min(max(email.utils.parsedate_to_datetime(ra).timestamp() - time.time(), 0.0),
+                               self.max_backoff_s)
+                except (TypeError, ValueError, OverflowError):
+                    pass
         base = min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
         return base / 2 + random.random() * base / 2  # "equal jitter": never zero, never in lockstep
 
@@ -83,16 +97,21 @@ class ModelClient:
         body = {"model": model, "messages": messages, **extra}
         if tools:
             body["tools"] = tools
+        payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()  # once, not per retry
         for attempt in range(self.max_retries + 1):
             response, problem = None, None
             try:
-                response = await self.http.post(self.url, json=body)
-            except (httpx.TransportError, httpx.TimeoutException) as e:
-                problem = f"{type(e).__name__}: {e}" or type(e).__name__
+                response = await self.http.post(self.url, content=payload, headers=JSON)
+            except httpx.TransportError as e:  # refused, dropped, timed out: worth another try
+                problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                if isinstance(e, httpx.TimeoutException):
+                    problem += f" (no answer within the {self.timeout_s:g} s timeout)"
+            except httpx.RequestError as e:  # anything else httpx refuses to do will not improve
+                raise ModelError(f"the request failed: {type(e).__name__}: {e}") from None
             if response is not None:
                 if response.status_code == 200:
                     try:
-                        return _check_completion(response.json())
+                        return check_completion(response.json())
                     except ValueError:
                         raise ModelError(f"the provider answered 200 with a body that is not JSON: "
                                          f"{response.text[:120]!r}") from None

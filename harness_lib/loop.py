@@ -12,6 +12,12 @@ Each iteration does three things, in this order:
    back to 1;
 3. with nothing owed, ask the model, add the turn's cost as soon as the reply is back, and return if it asked for nothing.
 
+The state is saved (with ``state_dir``) when the run starts, after every turn and tool result, before a
+write begins, and when it stops, so a process killed anywhere can be continued from disk: a transcript
+that already ends in an answer completes without another call, and a write the dead process had begun is
+run again only if the tool honours its idempotency key (``Tool.idempotent``); otherwise the model is told
+its outcome is unknown. A read may simply run again.
+
 A run ends by *returning* its state with one status, never by raising: a stop is an answer, not a
 crash. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
 the model call and the running tool as ``CancelledError`` and ends the run as interrupted.
@@ -21,12 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .client import ModelClient, ModelError
+from .client import ModelClient, ModelError, check_completion
 from .pricing import CHAPTER_PRICES, Pricing
 from .state import RunState, pending, save
 from .stops import Stop, StopCondition, max_budget, max_turns
@@ -34,8 +41,16 @@ from .tools import Tool, ToolContext
 from .trace import Trace
 
 GENERIC_ERROR = "Error: the tool call failed."
+UNKNOWN_OUTCOME = ("Error: this call was started before the harness stopped, and whether it took effect is "
+                   "unknown. It was not run again; check its effect before asking for it again.")
 POLICIES = ("fatal", "generic", "descriptive")
 DEDUPE = ("off", "read-only", "all")
+
+
+def _check_number(name: str, value, above_zero: bool = False):
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+    if not ok or (above_zero and value == 0):
+        raise ValueError(f"{name} must be a finite number {'above' if above_zero else 'of at least'} 0, got {value!r}")
 
 
 @dataclass
@@ -52,6 +67,9 @@ class Options:
     on_progress: Callable[[str], None] | None = None
     pricing: Pricing = CHAPTER_PRICES
     client: ModelClient | None = None
+    timeout_s: float = 60.0       # per attempt of the model call
+    max_retries: int = 4          # of a passing failure (429, 5xx, a dropped connection, a timeout)
+    backoff_s: float = 0.25       # the first retry's delay, doubled each time, jittered, at most 8 s
 
     def __post_init__(self):
         if not (callable(self.tool_errors) or self.tool_errors in POLICIES):
@@ -60,6 +78,10 @@ class Options:
             raise ValueError(f"dedupe must be one of {DEDUPE}, got {self.dedupe!r}")
         if self.client is None and not self.base_url:
             raise ValueError("give a base_url (or a ModelClient)")
+        _check_number("timeout_s", self.timeout_s, above_zero=True)
+        _check_number("backoff_s", self.backoff_s)
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
         # Validate the limits now, not at the first turn: a NaN budget must never start a run.
         self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
                           ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
@@ -76,12 +98,25 @@ def signature(call: dict) -> str:
     return f'{call["function"]["name"]}:{args}'
 
 
+def describe(e: BaseException) -> str:
+    """An exception's message; its type's name too when the message is empty or cannot be had, or when it
+    is not an ``Exception`` (``SystemExit: 3`` says more than ``3``)."""
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - a __str__ that raises still names a failure
+        text = ""
+    if text and isinstance(e, Exception):
+        return text
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
     by_name = {t.name: t for t in tools}
     schemas = [t.schema() for t in tools]
     trace = opts.trace or Trace(timestamps=False)
     client = opts.client or ModelClient(
-        opts.base_url, opts.api_key, on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
+        opts.base_url, opts.api_key, timeout=opts.timeout_s, max_retries=opts.max_retries,
+        backoff_s=opts.backoff_s, on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
     # The dedupe cache is derived from the transcript, so it survives a resume.
     contents = {m.get("tool_call_id"): m.get("content") for m in state.messages if m.get("role") == "tool"}
     cache = {r["signature"]: contents[r["callId"]] for r in state.tool_log
@@ -130,7 +165,14 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         if sig in cache and (opts.dedupe == "all" or (opts.dedupe == "read-only" and tool and tool.read_only)):
             answer(call, cache[sig], ok=True, ms=0, cached=True)
             return None
-        trace.emit(state.run_id, "tool_start", toolName=name, args=raw_args, callId=call_id)
+        rerun = {"rerun": True} if call_id in state.started else {}  # a write begun by a process that died
+        if rerun and not (tool and tool.idempotent):
+            answer(call, UNKNOWN_OUTCOME, ok=False, ms=0, unknown_outcome=True)
+            return None
+        if tool is not None and args is not None and not tool.read_only and not rerun:
+            state.started.append(call_id)
+            checkpoint()  # on disk before the write begins
+        trace.emit(state.run_id, "tool_start", toolName=name, args=raw_args, callId=call_id, **rerun)
         started = time.perf_counter()
         try:
             if tool is None:
@@ -140,19 +182,19 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             result = await tool.run(args, ToolContext(state.run_id, call_id, progress=progress(name),
                                                       report_subrun=state.subruns.append, trace=trace))
             content = result if isinstance(result, str) else json.dumps(result, default=str)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except Exception as e:  # noqa: BLE001 - any tool failure is the policy's to handle
+        except BaseException as e:  # noqa: BLE001 - any tool failure (SystemExit too) is the policy's to handle
             ms = (time.perf_counter() - started) * 1000
             if opts.tool_errors == "fatal":
-                state.error = f"{name}: {e}"
-                answer(call, f"Error: {e}", ok=False, ms=ms)
+                state.error = f"{name}: {describe(e)}"
+                answer(call, f"Error: {describe(e)}", ok=False, ms=ms, **rerun)
                 return Stop("failed", None)
             text = (GENERIC_ERROR if opts.tool_errors == "generic" else
-                    f"Error: {e}" if opts.tool_errors == "descriptive" else str(opts.tool_errors(e)))
-            answer(call, text, ok=False, ms=ms)
+                    f"Error: {describe(e)}" if opts.tool_errors == "descriptive" else str(opts.tool_errors(e)))
+            answer(call, text, ok=False, ms=ms, **rerun)
             return None
-        answer(call, content, ok=True, ms=(time.perf_counter() - started) * 1000)
+        answer(call, content, ok=True, ms=(time.perf_counter() - started) * 1000, **rerun)
         cache.setdefault(sig, content)
         return None
 
@@ -164,7 +206,12 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         return report
 
     try:
+        checkpoint()                                               # on disk before anything is paid for
         while True:
+            last = state.messages[-1] if state.messages else {}
+            if last.get("role") == "assistant" and not last.get("tool_calls"):
+                state.output = last.get("content") or ""           # answered (before a crash, perhaps)
+                return stop("completed")
             for condition in opts.conditions:                      # 1. stop before paying
                 if (hit := condition(state)) is not None:
                     return stop(hit.status, hit.interruption)
@@ -173,7 +220,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                     if (hit := await execute(call)) is not None:
                         return stop(hit.status, hit.interruption)
                 continue                                           #    then check again
-            reply = await client.complete(state.model, state.messages, schemas)   # 3. ask
+            reply = check_completion(await client.complete(state.model, state.messages, schemas))  # 3. ask
             message, usage = reply["choices"][0]["message"], reply["usage"]
             turn_cost = opts.pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])
             state.turns += 1
@@ -188,9 +235,6 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                        total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
                        costUsd=round(state.total_cost_usd, 6), finish=reply["choices"][0].get("finish_reason"))
             checkpoint()
-            if not message.get("tool_calls"):
-                state.output = message.get("content") or ""
-                return stop("completed")
     except asyncio.CancelledError as e:
         return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
     except ModelError as e:

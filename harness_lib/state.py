@@ -3,6 +3,9 @@
 Everything needed to continue a run lives here: the transcript, the counters, the status and why it
 stopped, and the decisions a person made about tool calls. ``save`` never leaves a torn file (write a
 temporary file, flush, fsync, rename), and ``load`` names the file when it cannot read it.
+
+A file that says ``running`` belongs to a process that died mid-run (or is still running: there is no
+lock). Such a run is ``continuable`` like a resumable one, and the loop picks up where the last save left it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from . import crashpoint
+
 STATE_VERSION = 1
 STATUSES = ("running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
 RESUMABLE = {"max_turns_exceeded", "budget_exceeded", "interrupted"}
+CONTINUABLE = RESUMABLE | {"running"}  # "running" on disk: the process that ran it died
 
 
 @dataclass
@@ -35,6 +41,7 @@ class RunState:
     tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, ok, cached, ms}
     approved: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)  # call id -> what the transcript slot says
+    started: list[str] = field(default_factory=list)      # write calls begun (saved before they run)
     subruns: list[dict] = field(default_factory=list)     # children's {runId, status, turns, cost_usd}
     output: str | None = None
     error: str | None = None
@@ -57,6 +64,11 @@ class RunState:
     @property
     def resumable(self) -> bool:
         return self.status in RESUMABLE
+
+    @property
+    def continuable(self) -> bool:
+        """Resumable, or left ``running`` by a process that died: ``resume`` continues both."""
+        return self.status in CONTINUABLE
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,13 +101,14 @@ class DecisionError(ValueError):
 
 
 def _check_decidable(state: RunState, call_id: str):
-    if state.status not in RESUMABLE:
+    if state.status not in CONTINUABLE:
         raise DecisionError(f"run {state.run_id} is {state.status}: there is nothing to approve or reject")
+    if call_id in state.approved or call_id in state.rejected:
+        verdict = "approved" if call_id in state.approved else "rejected"
+        raise DecisionError(f"call {call_id!r} was already {verdict} in run {state.run_id}")
     ids = [c["id"] for c in pending(state)]
     if call_id not in ids:
         raise DecisionError(f"call {call_id!r} is not pending in run {state.run_id} (pending: {ids or 'none'})")
-    if call_id in state.approved or call_id in state.rejected:
-        raise DecisionError(f"call {call_id!r} was already decided")
 
 
 def approve(state: RunState, call_id: str) -> RunState:
@@ -123,7 +136,7 @@ class StateFileError(RuntimeError):
 
 
 def state_path(directory: str | Path, run_id: str) -> Path:
-    if not run_id or any(ch in run_id for ch in "/\\") or run_id.startswith("."):
+    if not run_id or any(ch in run_id for ch in "/\\\0") or run_id.startswith("."):
         raise StateFileError(f"invalid run id {run_id!r}")
     return Path(directory) / f"{run_id}.json"
 
@@ -143,6 +156,7 @@ def save(state: RunState, directory: str | Path) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    crashpoint.reached("save")
     return path
 
 
@@ -154,6 +168,8 @@ def load(directory: str | Path, run_id: str) -> RunState:
         raise StateFileError(f"{path}: no such state file") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise StateFileError(f"{path}: not valid JSON ({e}); the file is left as it is") from None
+    except OSError as e:
+        raise StateFileError(f"{path}: cannot be read ({e.strerror or e})") from None
     if not isinstance(data, dict):
         raise StateFileError(f"{path}: expected a JSON object")
     if data.get("version") != STATE_VERSION:
@@ -170,6 +186,14 @@ def load(directory: str | Path, run_id: str) -> RunState:
             problems.append(f"{key} is not a non-negative integer")
     if not isinstance(data.get("cost_usd"), (int, float)) or not math.isfinite(data["cost_usd"]):
         problems.append("cost_usd is not a number")
+    if not isinstance(data.get("model"), str):
+        problems.append("model is not a string")
+    for key, kind in (("approved", list), ("started", list), ("rejected", dict), ("tool_log", list),
+                      ("per_turn", list), ("subruns", list), ("meta", dict)):
+        if key in data and not isinstance(data[key], kind):
+            problems.append(f"{key} is not a {kind.__name__}")
+    if data.get("interruption") is not None and not isinstance(data["interruption"], dict):
+        problems.append("interruption is not an object")
     if problems:
         raise StateFileError(f"{path}: " + "; ".join(problems))
     return RunState.from_dict(data)

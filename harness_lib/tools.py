@@ -1,10 +1,14 @@
 """What a tool is, and what it gets when it runs.
 
-A tool is a name, a description, a JSON schema and an async function. Two flags tell the loop how to
-treat it: ``read_only`` (safe to answer a repeat from a cache) and ``needs_approval`` (stop the run
-and ask a person first). Cancellation needs no flag: a tool is a coroutine, and cancelling the run's
-task raises ``CancelledError`` at the tool's next ``await``, so a tool that awaits (``asyncio.sleep``,
-an ``httpx`` call) hears Stop at once.
+A tool is a name, a description, a JSON schema and an async function. Three flags tell the loop how to
+treat it: ``read_only`` (safe to answer a repeat from a cache, and to run again after a crash),
+``needs_approval`` (stop the run and ask a person first) and ``idempotent`` (a write that honours
+``ctx.idempotency_key``, so running it again after a crash cannot do it twice; a write without the flag
+that a crash interrupted is never run again: the model is told its outcome is unknown).
+
+Cancellation needs no flag: a tool is a coroutine, and cancelling the run's task raises
+``CancelledError`` at the tool's next ``await``, so a tool that awaits (``asyncio.sleep``, an ``httpx``
+call) hears Stop at once.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Tool:
     parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
     read_only: bool = False
     needs_approval: bool = False
+    idempotent: bool = False
 
     def schema(self) -> dict:
         """The tool as the chat completions API expects it in ``tools``."""

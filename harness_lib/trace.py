@@ -4,7 +4,9 @@ The vocabulary is the chapter's: ``turn``, ``tool_start``, ``tool_progress``, ``
 ``approval_required``, ``run_stopped`` (plus ``retry`` when the model call is retried). Every line
 carries the run id, so a run that spans processes and days is one query; every turn line carries its
 own tokens and the running cost; ``run_stopped`` carries the reason. Lines are appended and flushed
-one at a time, so a crash can tear at most the last line, and ``read`` tolerates exactly that.
+one at a time, so a crash can tear at most the last line, and ``read`` tolerates exactly that. A process
+that finds the file ending in a torn line (its predecessor died mid-write) cuts the fragment off before
+its first append, so a torn line is only ever the last one, however many crashes a run survives.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import json
 import time
 from pathlib import Path
 
+from . import crashpoint
+
 
 class Trace:
     def __init__(self, path: str | Path | None = None, timestamps: bool = True):
         self.path = Path(path) if path else None
         self.timestamps = timestamps
         self.events: list[dict] = []  # this process's lines, for a notebook to look at
+        self._tail_checked = False
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = {"runId": run_id, "type": type, **fields}
@@ -26,21 +31,46 @@ class Trace:
             event["ts"] = round(time.time(), 3)
         self.events.append(event)
         if self.path is not None:
+            if not self._tail_checked:
+                cut_torn_tail(self.path)
+                self._tail_checked = True
             with open(self.path, "a") as f:
                 f.write(json.dumps(event, separators=(",", ":")) + "\n")
+            crashpoint.reached(type)
         return event
+
+
+def cut_torn_tail(path: str | Path) -> int:
+    """Remove an unterminated last line (what a write cut short leaves); returns the bytes removed."""
+    try:
+        with open(path, "r+b") as f:
+            size = f.seek(0, 2)
+            if size == 0:
+                return 0
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return 0
+            f.seek(0)
+            keep = f.read().rfind(b"\n") + 1  # 0 when the whole file is one torn line
+            f.truncate(keep)
+            return size - keep
+    except FileNotFoundError:
+        return 0
 
 
 def read(path: str | Path) -> list[dict]:
     """Every complete line of a trace file. A torn last line (the process died mid-write) is skipped;
     a bad line anywhere else is an error, because that is not what a crash leaves."""
-    lines = Path(path).read_text().splitlines()
+    lines = Path(path).read_text(errors="replace").splitlines()
     events = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            events.append(json.loads(line))
+            event = json.loads(line)
+            if not isinstance(event, dict):
+                raise ValueError("not an object")
+            events.append(event)
         except ValueError:
             if i == len(lines) - 1:
                 break

@@ -63,14 +63,18 @@ class Workspace:
         entries = []
         for line in self.journal.read_text().splitlines():
             try:
-                entries.append(json.loads(line))
+                entry = json.loads(line)
             except ValueError:
-                pass  # a torn last line: the write it described never finished recording
+                continue  # a torn line: the write it described never finished recording
+            if isinstance(entry, dict):
+                entries.append(entry)
         return entries
 
     def _journal(self, entry: dict):
+        before = self.journal.read_bytes() if self.journal.exists() else b""
+        lead = "\n" if before and not before.endswith(b"\n") else ""  # never glue an entry onto a torn line
         with open(self.journal, "a") as f:
-            f.write(compact(entry) + "\n")
+            f.write(lead + compact(entry) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
@@ -97,8 +101,10 @@ class Workspace:
     async def delete_file(self, args: dict, ctx: ToolContext) -> str:
         key = ctx.idempotency_key
         for e in self.journal_entries():
-            if e.get("key") == key and "done" in e:
-                return e["result"]  # this operation already happened: answer, do not repeat it
+            if e.get("key") == key and "done" in e:  # this operation already happened: answer, do not repeat it
+                if not e["done"]:
+                    raise FileNotFoundError(f"{e['result']}. Call list_files to see what exists.")
+                return e["result"]
         target = self.resolve(args.get("path"))
         started = any(e.get("key") == key for e in self.journal_entries())
         if not target.is_file():
@@ -156,6 +162,6 @@ class Workspace:
             Tool("read_file", "Read one file from the workspace.", self.read_file, string_params("path"),
                  read_only=True),
             Tool("delete_file", "Delete one file from the workspace. Needs approval.", self.delete_file,
-                 string_params("path"), needs_approval=True),
+                 string_params("path"), needs_approval=True, idempotent=True),
             self.scan_archive_tool(**scan_options),
         ]

@@ -125,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
+        if started := getattr(self, "_started", None):  # the standard header for "how long I took"
+            self.send_header("Server-Timing", f"handler;dur={(time.perf_counter() - started) * 1000:.3f}")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
@@ -142,7 +144,7 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, error_body(404, f"Unknown path {self.path}"))
 
     def do_POST(self):
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         try:
             self._post()
         finally:

@@ -1,0 +1,909 @@
+"""Crash anywhere, resume exactly once; faults and bad input never lose a run. Measured.
+
+    python -m harness_lib.reliability                 # the figures of the README's "Reliability" section
+    python -m harness_lib.reliability --kills 400 --seed 7 --json
+
+Three campaigns, each a real run of the harness, none of their figures typed in by hand:
+
+* **crashes**: a run of ``plan``, ``destructive`` (approved) or ``runaway`` (cap 6) is driven through
+  ``python -m harness_lib run`` / ``resume`` child processes against a scripted provider in this process,
+  and the children are killed with SIGKILL: at every event boundary of the trace (after each turn, tool
+  start, tool result, approval, stop, and after each state save: ``HARNESS_CRASH_AT``, see
+  ``crashpoint.py``) and at random instants. After each kill the state file must load and the trace must
+  read; the run is then continued from disk the way an operator would (``resume``, ``resume --approve``
+  when it is waiting for approval, ``run`` again if it died before its first save) until it ends. Each
+  chain is compared with a run that never crashed: same status, turns, tokens, dollars, transcript,
+  files, and deletions (exactly once). A turn the provider answered whose reply died with the process is
+  a real cost: it is counted as *paid but lost to a kill*, apart from a turn paid twice in the transcript
+  (which must never happen). Some kills also leave a torn line at the end of the trace or of the delete
+  journal, as a write cut short would.
+* **faults**: the provider answers 429 (with Retry-After), 500, 502, 503, drops the connection, stalls
+  past the timeout, refuses (400, 401, 403) or answers garbage or truncated JSON.
+* **bad input**: malformed tool arguments, unknown tools, tools raising anything or returning non-text,
+  paths that escape the workspace, broken state files, decisions that do not fit, limits that make no
+  sense, torn trace and journal lines.
+
+This module knows both sides of the wire (like the CLI), so the core never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import cli
+from .loop import Options, run
+from .scripted import ScriptedProvider
+from .scripted.counting import usage as count_usage
+from .state import DecisionError, StateFileError, approve, load, new_run, reject, save, state_path
+from .tools import Tool, ToolContext
+from .trace import Trace, read
+from .workspace import SYSTEM_PROMPT, TASK, Workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMAND = "python -m harness_lib.reliability"
+RUN_ID = "crash"
+READ_ONLY_TOOLS = {"list_files", "read_file", "scan_archive"}
+
+
+# =====================================================================================================
+# A model without HTTP, for the in-process campaigns and the property tests
+# =====================================================================================================
+class FakeModel:
+    """Plays ``replies[i]`` as the assistant's message at turn ``i`` (the turn is derived from the
+    conversation, as in the scripted provider), then answers "done". Usage is counted the scripted
+    provider's way, so costs are the chapter's. ``bills`` records every reply it handed out."""
+
+    def __init__(self, replies: list[dict], before: Callable[[int], None] | None = None):
+        self.replies, self.before, self.bills = replies, before, []
+
+    async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None) -> dict:
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if self.before:
+            self.before(turn)  # a test's hook: cancel here, say
+            await asyncio.sleep(0)
+        message = self.replies[turn] if turn < len(self.replies) else {"role": "assistant", "content": "done"}
+        usage = count_usage(messages, tools, message)
+        self.bills.append(usage)
+        return {"choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                "usage": usage}
+
+
+def call(call_id: str, name: str, arguments: str | dict = "{}") -> dict:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, separators=(",", ":"))
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def asks(*calls: dict) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+
+# =====================================================================================================
+# 1. Crashes
+# =====================================================================================================
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    max_turns: int | None = None
+    approve: str | None = None  # the call a person approves when the run stops for approval
+
+
+SCENARIOS = {s.name: s for s in (Scenario("plan"), Scenario("destructive", approve="c2"),
+                                 Scenario("runaway", max_turns=6))}
+
+
+@dataclass
+class Process:
+    role: str                  # run | approve | resume
+    kill: str | None           # "tool_start:2", "save:3", "after:0.213", "saved+0.041" (see _spawn), or None
+    killed: bool
+    returncode: int
+    seconds: float
+    new_events: int            # trace lines this process added
+    new_requests: int          # requests the provider answered while it lived
+    wall_ms: float | None = None
+    stderr: str = ""
+
+
+@dataclass
+class Chain:
+    scenario: str
+    kind: str                  # reference | boundary | random
+    target: str = ""           # boundary: "role/type:n"
+    processes: list[Process] = field(default_factory=list)
+    final: dict | None = None
+    requests: int = 0
+    deleted: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    torn: int = 0              # torn lines this chain left at the end of the trace or journal
+    stray_temp_files: int = 0
+    lost_turns: int = 0        # requests the provider answered beyond the uncrashed run's turns
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def kills(self) -> int:
+        return sum(p.killed for p in self.processes)
+
+
+def _final(state) -> dict:
+    return {"status": state.status, "interruption": state.interruption, "turns": state.turns,
+            "prompt_tokens": state.prompt_tokens, "completion_tokens": state.completion_tokens,
+            "cost_usd": state.total_cost_usd, "per_turn": state.per_turn, "output": state.output,
+            "error": state.error, "tool_runs": state.tool_runs, "messages": state.messages}
+
+
+def _next_role(state_dir: Path, scenario: Scenario) -> str | None:
+    """What an operator does next with the run on disk: None once it has ended."""
+    if not state_path(state_dir, RUN_ID).exists():
+        return "run"  # died before its first save: nothing was paid, nothing ran; start it again
+    state = load(state_dir, RUN_ID)
+    waiting = (state.interruption or {}).get("type") == "approval" and state.status == "interrupted"
+    if waiting and scenario.approve and state.interruption["callId"] not in state.approved:
+        return "approve"
+    return "resume" if state.status in ("running", "interrupted") else None
+
+
+def _command(role: str, scenario: Scenario, base_url: str, state_dir: Path, trace: Path, ws: Workspace) -> list:
+    common = ["--base-url", base_url, "--state-dir", str(state_dir), "--trace", str(trace), "--json"]
+    common += ["--max-turns", str(scenario.max_turns)] if scenario.max_turns else []
+    if role == "run":
+        return [sys.executable, "-m", "harness_lib", "run", scenario.name, "--run-id", RUN_ID,
+                "--workspace", str(ws.root), *common]
+    return [sys.executable, "-m", "harness_lib", "resume", RUN_ID, *common,
+            *(["--approve", scenario.approve] if role == "approve" else [])]
+
+
+def _file_id(path: Path):
+    try:
+        st = path.stat()
+        return st.st_ino, st.st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _spawn(cmd: list, kill: str | None, state_file: Path) -> tuple[bool, int, float, str, str]:
+    """Run one child. ``kill``: "type:n" (the crash seam), "after:S" (SIGKILL S seconds after the spawn),
+    "saved+S" (SIGKILL S seconds after the child's first state save, i.e. once its run has begun)."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CRASH_AT"}
+    timed = kill and (kill.startswith("after:") or kill.startswith("saved+"))
+    if kill and not timed:
+        env["HARNESS_CRASH_AT"] = kill
+    before = _file_id(state_file)
+    started = time.perf_counter()
+    child = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if timed:
+        delay = float(kill.split(":")[1] if kill.startswith("after:") else kill.split("+")[1])
+        if kill.startswith("saved+"):
+            while child.poll() is None and _file_id(state_file) == before and time.perf_counter() - started < 30:
+                time.sleep(0.001)
+        try:
+            child.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGKILL)
+    out, err = child.communicate(timeout=120)
+    seconds = time.perf_counter() - started
+    return child.returncode == -signal.SIGKILL, child.returncode, seconds, out, err
+
+
+def _tear(path: Path, fragment: bytes):
+    with open(path, "ab") as f:
+        f.write(fragment)
+
+
+def drive(scenario_name: str, kill_for: Callable[[str, list[Process]], str | None], *, kind: str,
+          target: str = "", latency_ms: float = 0.0, tear: Callable[[int], bool] = lambda i: False,
+          max_processes: int = 40) -> Chain:
+    """Drive one run to its end through child processes, killing the ones ``kill_for`` says to."""
+    scenario = SCENARIOS[scenario_name]
+    chain = Chain(scenario_name, kind, target)
+    with tempfile.TemporaryDirectory(prefix="harness-crash-") as tmp, \
+            ScriptedProvider(latency_ms=latency_ms) as provider:
+        tmp = Path(tmp)
+        ws = Workspace.copy_of(into=tmp)
+        state_dir, trace_path = tmp / "runs", tmp / "trace.jsonl"
+        while len(chain.processes) < max_processes:
+            try:
+                role = _next_role(state_dir, scenario)
+            except StateFileError as e:
+                chain.problems.append(f"state file unusable after process {len(chain.processes)}: {e}")
+                break
+            if role is None:
+                break
+            kill = kill_for(role, chain.processes)
+            lines_before = len(read(trace_path)) if trace_path.exists() else 0
+            requests_before = provider.requests
+            killed, code, seconds, out, err = _spawn(
+                _command(role, scenario, provider.base_url, state_dir, trace_path, ws), kill,
+                state_path(state_dir, RUN_ID))
+            try:
+                lines_after = len(read(trace_path)) if trace_path.exists() else 0
+            except ValueError as e:
+                chain.problems.append(f"trace unreadable after process {len(chain.processes) + 1}: {e}")
+                break
+            wall = None
+            if code == 0:
+                with contextlib.suppress(ValueError, IndexError):
+                    wall = json.loads(out.splitlines()[-1])["wall_ms"]
+            chain.processes.append(Process(role, kill, killed, code, seconds, lines_after - lines_before,
+                                           provider.requests - requests_before, wall, err[-400:]))
+            if code not in (0, -signal.SIGKILL):
+                chain.problems.append(f"{role} exited {code}: {err.strip()[-300:]}")
+                break
+            if killed and tear(len(chain.processes)):
+                _tear(trace_path, b'{"runId":"crash","type":"tool_res')  # the write a kill cut short
+                chain.torn += 1
+                if ws.journal.exists():
+                    _tear(ws.journal, b'{"op":"delete","key":"crash:c')
+                    chain.torn += 1
+        else:
+            chain.problems.append(f"did not end within {max_processes} processes")
+        try:
+            chain.final = _final(load(state_dir, RUN_ID))
+        except StateFileError as e:
+            chain.problems.append(f"final state: {e}")
+        chain.requests = provider.requests
+        chain.deleted, chain.files = ws.deleted, ws.files()
+        chain.events = read(trace_path) if trace_path.exists() else []
+        chain.stray_temp_files = len(list(state_dir.glob(".*.tmp"))) if state_dir.exists() else 0
+    return chain
+
+
+def compare(chain: Chain, ref: Chain) -> Chain:
+    """Fill ``chain.problems`` with every way it differs from the run that never crashed."""
+    if chain.final is not None:
+        for key, value in ref.final.items():
+            if chain.final[key] != value:
+                chain.problems.append(f"{key}: {str(chain.final[key])[:80]} != {str(value)[:80]} (uncrashed)")
+    if chain.files != ref.files:
+        chain.problems.append(f"files {chain.files} != {ref.files}")
+    if chain.deleted != ref.deleted:
+        chain.problems.append(f"deletions {chain.deleted} != {ref.deleted}: not exactly once")
+    chain.lost_turns = chain.requests - ref.requests
+    if not 0 <= chain.lost_turns <= chain.kills:
+        chain.problems.append(f"{chain.requests} requests for {ref.requests} turns and {chain.kills} kills")
+    return chain
+
+
+def _event_counts(chain: Chain) -> dict[str, Counter]:
+    """For each role of the uncrashed run, how many trace events of each type its process wrote."""
+    counts, i = {}, 0
+    for p in chain.processes:
+        counts[p.role] = Counter(e["type"] for e in chain.events[i:i + p.new_events])
+        i += p.new_events
+    return counts
+
+
+def _first_kill_of(role: str, spec: str) -> Callable[[str, list[Process]], str | None]:
+    def kill_for(r: str, done: list[Process]) -> str | None:
+        return spec if r == role and not any(p.kill for p in done) else None
+    return kill_for
+
+
+def boundary_chain(name: str, ref: Chain, role: str, spec: str, tear: bool = False) -> Chain:
+    """Kill the first ``role`` process of the run right after its event ``spec`` ("tool_result:2")."""
+    return compare(drive(name, _first_kill_of(role, spec), kind="boundary", target=f"{role}/{spec}",
+                         tear=lambda i: tear), ref)
+
+
+def save_chains(name: str, ref: Chain, role: str) -> list[Chain]:
+    """Kill the ``role`` process right after each of its state saves, counting up until a kill no
+    longer lands (the process saved fewer times; that last run is not a kill and is not kept)."""
+    chains = []
+    while not chains or chains[-1].kills:
+        chains.append(boundary_chain(name, ref, role, f"save:{len(chains) + 1}"))
+    return chains[:-1]
+
+
+def random_chain(name: str, ref: Chain, seed: int, windows: dict[str, tuple[float, float]],
+                 latency_ms: float) -> Chain:
+    """Kill the first few processes of the run at random instants, then let it finish. Three kills in
+    four fall uniformly within the run itself (after the process's first save, over as long as the
+    uncrashed run took); the fourth anywhere in the process's life, start-up included."""
+    rng = random.Random(seed)
+    budget = rng.randint(2, 6)
+
+    def kill_for(role: str, done: list[Process]) -> str | None:
+        if len(done) >= budget:
+            return None
+        life, run_s = windows.get(role, windows["run"])
+        if rng.random() < 0.25:
+            return f"after:{rng.uniform(0, life):.3f}"
+        return f"saved+{rng.uniform(0, run_s):.3f}"
+    chain = drive(name, kill_for, kind="random", target=f"seed {seed}", latency_ms=latency_ms,
+                  tear=lambda i: rng.random() < 0.3)
+    return compare(chain, ref)
+
+
+def _windows(ref: Chain) -> dict[str, tuple[float, float]]:
+    """For each role of the uncrashed run: (its process's whole life, its run's own duration), seconds."""
+    return {p.role: (p.seconds, (p.wall_ms or 0) / 1000 + 0.01) for p in reversed(ref.processes)}
+
+
+def crash_campaign(min_kills: int = 200, seed: int = 0, workers: int | None = None,
+                   latency_ms: float = 15.0) -> dict:
+    """Every boundary of every role of the three scenarios, then random-instant chains until
+    ``min_kills`` kills have landed. Returns the figures and every chain."""
+    workers = workers or max(2, os.cpu_count() or 2)
+    started = time.perf_counter()
+    no_kill = lambda role, done: None  # noqa: E731
+    with ThreadPoolExecutor(workers) as pool:
+        refs = dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference"), SCENARIOS),
+                        strict=True))
+        timed = dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference", latency_ms=latency_ms),
+                                             SCENARIOS), strict=True))
+        for name, ref in list(refs.items()) + list(timed.items()):
+            if ref.problems or ref.kills:
+                raise RuntimeError(f"the uncrashed {name} run went wrong: {ref.problems}")
+        jobs, boundaries = [], 0
+        for name in SCENARIOS:
+            for role, kinds in _event_counts(refs[name]).items():
+                jobs.append(pool.submit(save_chains, name, refs[name], role))
+                for kind, count in sorted(kinds.items()):
+                    for n in range(1, count + 1):
+                        jobs.append(pool.submit(boundary_chain, name, refs[name], role, f"{kind}:{n}",
+                                                tear=boundaries % 4 == 0))  # every 4th leaves torn lines
+                        boundaries += 1
+
+        def random_batch(first: int, kills_wanted: int) -> list:
+            names = list(SCENARIOS) * max(1, math.ceil(kills_wanted / 9))  # a chain lands ~3 kills
+            return [pool.submit(random_chain, name, timed[name], seed * 100_000 + first + k,
+                                _windows(timed[name]), latency_ms) for k, name in enumerate(names)]
+        # Random chains go in with the boundary ones, to keep every worker busy; top up if short.
+        jobs += random_batch(0, min_kills - 2 * boundaries)
+        chains, submitted = [], len(jobs)
+        for j in jobs:
+            result = j.result()
+            chains += result if isinstance(result, list) else [result]
+        while sum(c.kills for c in chains) < min_kills:
+            batch = random_batch(submitted, min_kills - sum(c.kills for c in chains))
+            submitted += len(batch)
+            chains += [j.result() for j in batch]
+    return {"figures": crash_figures(chains, refs), "chains": chains, "refs": refs,
+            "seconds": time.perf_counter() - started}
+
+
+def crash_figures(chains: list[Chain], refs: dict[str, Chain]) -> dict:
+    def reruns(chain: Chain, read_only: bool) -> int:
+        starts = Counter((e["callId"], e["toolName"]) for e in chain.events if e["type"] == "tool_start")
+        return sum(n - 1 for (cid, tool), n in starts.items() if (tool in READ_ONLY_TOOLS) == read_only)
+
+    killed = [p for c in chains for p in c.processes if p.killed]
+    return {
+        "kills": len(killed),
+        "kills_at_boundaries": sum(c.kills for c in chains if c.kind == "boundary"),
+        "kills_at_random_instants": sum(c.kills for c in chains if c.kind == "random"),
+        "random_kills_after_the_run_began": sum(
+            1 for c in chains if c.kind == "random" for p in c.processes
+            if p.killed and (p.kill.startswith("saved+") or p.new_events or p.new_requests)),
+        "kills_by_scenario": dict(Counter(c.scenario for c in chains for p in c.processes if p.killed)),
+        "chains": len(chains),
+        "processes": sum(len(c.processes) for c in chains),
+        "runs_lost": sum(1 for c in chains if c.problems),
+        "writes_duplicated": sum(max(0, len(c.deleted) - len(refs[c.scenario].deleted)) for c in chains),
+        "deletions_exactly_once": sum(1 for c in chains if c.scenario == "destructive" and c.deleted == ["access.log"]),
+        "destructive_chains": sum(1 for c in chains if c.scenario == "destructive"),
+        "turns_paid_twice_in_transcript": sum(max(0, c.final["turns"] - refs[c.scenario].final["turns"])
+                                              for c in chains if c.final),
+        "turns_paid_but_lost_to_a_kill": sum(c.lost_turns for c in chains),
+        "reads_run_again": sum(reruns(c, True) for c in chains),
+        "writes_run_again_answered_from_the_journal": sum(reruns(c, False) for c in chains),
+        "torn_lines_left_and_survived": sum(c.torn for c in chains),
+        "stray_temp_state_files": sum(c.stray_temp_files for c in chains),
+        "problems": [f"{c.scenario} {c.kind} {c.target}: {p}" for c in chains for p in c.problems][:20],
+    }
+
+
+# =====================================================================================================
+# 2. Faults from the provider
+# =====================================================================================================
+@dataclass(frozen=True)
+class FaultCase:
+    name: str
+    faults: tuple[str, ...]
+    status: str                      # what the run must end as
+    retries: int                     # how many retries the trace must record
+    error: str = ""                  # a piece of the recorded error
+    options: dict = field(default_factory=dict)
+    served_but_unanswered: int = 0   # requests the provider finished after the client stopped waiting
+    max_seconds: float = 5.0         # a timeout is a timeout, not a hang
+
+
+FAST = {"backoff_s": 0.02}
+FAULT_CASES = [
+    FaultCase("429 honours Retry-After", ("429:0.3",), "completed", 1, options=FAST),
+    FaultCase("500 is retried", ("500",), "completed", 1, options=FAST),
+    FaultCase("502 is retried", ("502",), "completed", 1, options=FAST),
+    FaultCase("503 is retried", ("503",), "completed", 1, options=FAST),
+    FaultCase("a dropped connection is retried", ("drop",), "completed", 1, options=FAST),
+    FaultCase("a timeout is retried, not waited out", ("slow:1.2",), "completed", 1,
+              options={**FAST, "timeout_s": 0.3}, served_but_unanswered=1, max_seconds=1.1),
+    FaultCase("mixed faults mid-run", ("slow:0", "503", "429:0.05", "drop", "500", "slow:0", "502"),
+              "completed", 5, options=FAST),
+    FaultCase("retries are bounded (503 x3, 2 retries)", ("503", "503", "503"), "failed", 2,
+              "gave up after 3 attempts; last: HTTP 503", {**FAST, "max_retries": 2}),
+    FaultCase("timeouts are bounded (2 stalls, 1 retry)", ("slow:1", "slow:1"), "failed", 1, "timeout",
+              {**FAST, "timeout_s": 0.25, "max_retries": 1}, served_but_unanswered=2, max_seconds=0.9),
+    FaultCase("401 ends the run", ("401",), "failed", 0, "HTTP 401: Injected fault"),
+    FaultCase("403 ends the run", ("403",), "failed", 0, "HTTP 403: Injected fault"),
+    FaultCase("400 ends the run", ("400",), "failed", 0, "HTTP 400: Injected fault"),
+    FaultCase("401 mid-run keeps what was paid", ("slow:0", "401"), "failed", 0, "HTTP 401"),
+    FaultCase("garbage body", ("garbage",), "failed", 0, "a body that is not JSON"),
+    FaultCase("truncated JSON", ("truncated",), "failed", 0, "a body that is not JSON"),
+]
+
+
+def run_fault_case(case: FaultCase, reference: dict | None = None) -> dict:
+    """Run ``plan`` against a provider playing ``case.faults``; return what happened, and the ways it
+    differs from what the case demands (``problems``)."""
+    with ScriptedProvider() as provider, tempfile.TemporaryDirectory(prefix="harness-fault-") as tmp:
+        provider.inject(*case.faults)
+        trace = Trace(timestamps=False)
+        started = time.perf_counter()
+        state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp).tools(),
+                                Options(base_url=provider.base_url, trace=trace, state_dir=tmp, **case.options)))
+        seconds = time.perf_counter() - started
+        deadline = time.monotonic() + 3  # a stalled request the client gave up on may still be served
+        while provider.requests < state.turns + case.served_but_unanswered and time.monotonic() < deadline:
+            time.sleep(0.02)
+        saved = load(tmp, state.run_id)
+        retries = [e for e in trace.events if e["type"] == "retry"]
+        stopped = [e for e in trace.events if e["type"] == "run_stopped"]
+        problems = []
+        if state.status != case.status:
+            problems.append(f"status {state.status}, expected {case.status} ({state.error})")
+        if len(retries) != case.retries:
+            problems.append(f"{len(retries)} retries in the trace, expected {case.retries}")
+        if case.error and case.error not in (state.error or ""):
+            problems.append(f"error {state.error!r} does not say {case.error!r}")
+        if state.status == "failed" and (state.resumable or stopped[-1].get("error") != state.error):
+            problems.append("a failed run must record its error in the trace and not be resumable")
+        if provider.requests != state.turns + case.served_but_unanswered:
+            problems.append(f"provider answered {provider.requests} requests for {state.turns} turns")
+        if reference and state.status == "completed" and \
+                (state.turns, state.cost_usd, state.messages) != (reference["turns"], reference["cost_usd"],
+                                                                  reference["messages"]):
+            problems.append(f"turns {state.turns} / cost {state.cost_usd} differ from the run without faults")
+        if saved.to_dict() != state.to_dict():
+            problems.append("the state on disk is not the state returned")
+        if seconds > case.max_seconds:
+            problems.append(f"took {seconds:.2f} s, more than {case.max_seconds} s")
+        retry_after = [float(f.split(":")[1]) for f in case.faults if f.startswith("429:")]
+        for r in retries:
+            if r["problem"].startswith("HTTP 429"):
+                if r["delay_s"] != retry_after.pop(0):
+                    problems.append(f"Retry-After not honoured: waited {r['delay_s']} s")
+            else:  # bounded, jittered exponential backoff
+                base = min(case.options.get("backoff_s", 0.25) * 2 ** (r["attempt"] - 1), 8.0)
+                if not base / 2 <= r["delay_s"] <= base:
+                    problems.append(f"backoff {r['delay_s']} s outside [{base / 2}, {base}]")
+        return {"case": case.name, "faults": list(case.faults), "status": state.status, "turns": state.turns,
+                "retries": len(retries), "error": state.error, "seconds": round(seconds, 3),
+                "requests": provider.requests, "problems": problems}
+
+
+def fault_campaign() -> dict:
+    with ScriptedProvider() as provider, tempfile.TemporaryDirectory() as tmp:
+        ref = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp).tools(),
+                              Options(base_url=provider.base_url)))
+    reference = {"turns": ref.turns, "cost_usd": ref.cost_usd, "messages": ref.messages}
+    results = [run_fault_case(c, reference) for c in FAULT_CASES]
+    return {"faults_injected": sum(f != "slow:0" for c in FAULT_CASES for f in c.faults),  # slow:0 = no fault
+            "cases": len(results),
+            "cases_as_specified": sum(not r["problems"] for r in results),
+            "runs_lost": sum(1 for r in results if r["problems"]), "results": results}
+
+
+# =====================================================================================================
+# 3. Bad input
+# =====================================================================================================
+class Boom(BaseException):
+    """Not an Exception: what a library's own control flow sometimes raises."""
+
+
+class Mute(Exception):
+    def __str__(self):
+        raise RuntimeError("cannot even say what went wrong")
+
+
+class Circular(list):
+    pass
+
+
+def _raising(exc: BaseException):
+    async def tool(args, ctx):
+        raise exc
+    return tool
+
+
+def _returning(value):
+    async def tool(args, ctx):
+        return value
+    return tool
+
+
+def _loop_case(replies: list[dict], tools: list[Tool], expect_in_slot: str | list[str], **options) -> str:
+    """Run a fake model that asks for ``replies``; every call must be answered by one tool message
+    containing ``expect_in_slot``, and the run must complete."""
+    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake"), tools,
+                            Options(client=FakeModel(replies), trace=Trace(timestamps=False), **options)))
+    assert state.status == "completed", f"status {state.status}: {state.error}"
+    calls = [c["id"] for m in state.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    slots = [m for m in state.messages if m.get("role") == "tool"]
+    assert [m["tool_call_id"] for m in slots] == calls, "not one answer per call"
+    wanted = [expect_in_slot] if isinstance(expect_in_slot, str) else expect_in_slot
+    assert all(isinstance(m["content"], str) for m in slots)
+    for piece in wanted:
+        assert any(piece in m["content"] for m in slots), f"no tool message says {piece!r}: {slots[-1]['content']!r}"
+    return slots[-1]["content"][:90]
+
+
+def _tool_cases() -> list[tuple[str, Callable[[], str]]]:
+    def one(name: str, arguments, expect: str, tools: list[Tool] | None = None) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = Workspace.copy_of(into=tmp)
+                outcome = _loop_case([asks(call("c1", name, arguments))], tools or ws.tools(), expect)
+                assert ws.deleted == [] and "access.log" in ws.files(), "a bad call deleted something"
+                return outcome
+        return check
+
+    raisers = [(ValueError("bad value"), "Error: bad value"), (KeyError("k"), "Error: 'k'"),
+               (ZeroDivisionError("division by zero"), "Error: division by zero"),
+               (RuntimeError(""), "Error: RuntimeError"), (TimeoutError(), "Error: TimeoutError"),
+               (RecursionError("too deep"), "Error: too deep"), (NotImplementedError(), "Error: NotImplementedError"),
+               (SystemExit(3), "Error: SystemExit: 3"), (Boom("from a library"), "Error: Boom: from a library"),
+               (GeneratorExit(), "Error: GeneratorExit"), (Mute(), "Error: Mute")]
+    circular = Circular([1])
+    circular.append(circular)  # a list that contains itself: json cannot serialise it
+    returns = [(None, "null"), ({"files": 3}, '{"files": 3}'), ([1, 2], "[1, 2]"), (42, "42"), (math.nan, "NaN"),
+               (b"\x00bytes", "bytes"), ({1, 2}, "{1, 2}"), (object(), "<object object"),
+               (circular, "Error: Circular reference")]
+    cases = [
+        ("malformed arguments: truncated JSON", one("read_file", '{"path": "errors.l', "malformed arguments")),
+        ("malformed arguments: not JSON", one("read_file", "path=errors.log", "malformed arguments")),
+        ("malformed arguments: a JSON array", one("read_file", "[1, 2]", "malformed arguments")),
+        ("malformed arguments: JSON null", one("read_file", "null", "malformed arguments")),
+        ("malformed arguments: a JSON string", one("read_file", '"errors.log"', "malformed arguments")),
+        ("arguments of the wrong type", one("read_file", {"path": 7}, "path must be a non-empty string")),
+        ("a required argument missing", one("read_file", {}, "path must be a non-empty string")),
+        ("malformed arguments to a tool that needs approval",
+         one("delete_file", '{"path": ', "malformed arguments")),
+        ("an unknown tool", one("rm_rf", {"path": "/"}, "unknown tool 'rm_rf'")),
+        ("a tool with an empty name", one("", "{}", "unknown tool ''")),
+    ]
+    cases += [(f"a tool raising {type(exc).__name__}",
+               one("flaky", "{}", text, [Tool("flaky", "Fails.", _raising(exc))])) for exc, text in raisers]
+    cases += [(f"a tool returning {type(value).__name__}",
+               one("odd", "{}", text, [Tool("odd", "Returns something else than text.", _returning(value))]))
+              for value, text in returns]
+    return cases
+
+
+def _path_cases() -> list[tuple[str, Callable[[], str]]]:
+    def attempt(path_for: Callable[[Path], str], tool: str) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                tmp = Path(tmp)
+                ws = Workspace.copy_of(into=tmp)
+                (tmp / "secret.txt").write_text("outside")
+                (tmp / "outside").mkdir()
+                (tmp / "outside" / "secret.txt").write_text("outside")
+                (ws.root / "link-out").symlink_to(tmp / "secret.txt")
+                (ws.root / "dir-out").symlink_to(tmp / "outside", target_is_directory=True)
+                before = sorted(p.name for p in ws.root.iterdir())
+                fn = {"read_file": ws.read_file, "delete_file": ws.delete_file}[tool]
+                try:
+                    result = asyncio.run(fn({"path": path_for(tmp)}, ToolContext("r", "c1")))
+                except (PermissionError, ValueError, FileNotFoundError) as e:
+                    result = f"refused: {e}"
+                assert (tmp / "secret.txt").read_text() == "outside", "a file outside the workspace changed"
+                assert (tmp / "outside" / "secret.txt").exists(), "a file outside the workspace was deleted"
+                assert sorted(p.name for p in ws.root.iterdir()) == before, "the workspace changed"
+                assert result.startswith("refused:"), f"not refused: {result[:60]!r}"
+                return result[:80]
+        return check
+
+    paths = {"..": lambda t: "../secret.txt", "a nested ..": lambda t: "dir/../../secret.txt",
+             "an absolute path outside": lambda t: str(t / "secret.txt"), "/etc/passwd": lambda t: "/etc/passwd",
+             "a symlink pointing out": lambda t: "link-out",
+             "a path through a symlinked folder": lambda t: "dir-out/secret.txt",
+             "an empty path": lambda t: "", "a NUL byte": lambda t: "errors.log\x00.txt"}
+    return [(f"{tool}: {label}", attempt(fn, tool)) for tool in ("read_file", "delete_file")
+            for label, fn in paths.items()]
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code
+    return code, err.getvalue()
+
+
+def _state_file_cases() -> list[tuple[str, Callable[[], str]]]:
+    good = new_run(SYSTEM_PROMPT, TASK, "plan", run_id="r1").to_dict()
+    text = json.dumps(good)
+    variants = {
+        "truncated": text[: len(text) // 2], "empty": "", "binary garbage": b"\x00\xff\xfe\x80 garbage",
+        "not an object": "[1, 2, 3]", "wrong version": json.dumps({**good, "version": 2}),
+        "no version": json.dumps({k: v for k, v in good.items() if k != "version"}),
+        "another run's file": json.dumps({**good, "run_id": "r2"}),
+        "an unknown status": json.dumps({**good, "status": "paused"}),
+        "negative turns": json.dumps({**good, "turns": -1}),
+        "a NaN cost": text.replace('"cost_usd": 0.0', '"cost_usd": NaN'),
+        "messages not a list": json.dumps({**good, "messages": "hi"}),
+        "approvals not a list": json.dumps({**good, "approved": "c2"}),
+    }
+
+    def check_file(content: str | bytes | None) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "r1.json"
+                if content is None:
+                    path.mkdir()  # a folder where the file should be
+                else:
+                    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+                before = sorted(os.listdir(tmp)), (None if content is None else path.read_bytes())
+                message = _expect_state_error(lambda: load(tmp, "r1"))
+                assert str(path) in message, f"the error does not name the file: {message}"
+                code, err = _cli("resume", "r1", "--state-dir", tmp)
+                assert code == 2 and str(path) in err, f"resume exited {code}: {err!r}"
+                code, err = _cli("run", "plan", "--run-id", "r1", "--state-dir", tmp,
+                                 "--base-url", "http://127.0.0.1:9/v1")
+                assert code == 2 and "already exists" in err, f"run over it exited {code}: {err!r}"
+                after = sorted(os.listdir(tmp)), (None if content is None else path.read_bytes())
+                assert after == before, "the file or the folder changed"
+                return message.split(": ", 1)[1][:80]
+        return check
+
+    cases = [(f"state file: {label}", check_file(v)) for label, v in variants.items()]
+    cases.append(("state file: a folder in its place", check_file(None)))
+    cases.append(("state file: an invalid run id", lambda: _expect_state_error(lambda: load("/tmp", "../etc"))))
+    return cases
+
+
+def _expect_state_error(fn) -> str:
+    try:
+        fn()
+    except StateFileError as e:
+        return str(e)
+    raise AssertionError("no StateFileError")
+
+
+def _decision_cases() -> list[tuple[str, Callable[[], str]]]:
+    """Decisions and resumes that do not fit the run: a clear message, and the state file unchanged."""
+    def setup(tmp: Path, status: str, approved=()) -> Path:
+        state = new_run(SYSTEM_PROMPT, TASK, "destructive", run_id="r1")
+        state.messages += [asks(call("c1", "list_files")),
+                           {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": "[]"},
+                           asks(call("c2", "delete_file", {"path": "access.log"}))]
+        state.status, state.turns, state.approved = status, 2, list(approved)
+        state.interruption = {"type": "approval", "callId": "c2", "toolName": "delete_file",
+                              "args": {"path": "access.log"}} if status == "interrupted" else None
+        if status in ("completed", "failed"):
+            state.messages.append({"role": "tool", "tool_call_id": "c2", "name": "delete_file", "content": "x"})
+            state.messages.append({"role": "assistant", "content": "done"})
+        state.meta["workspace"] = str(Workspace.copy_of(into=tmp).root)
+        return save(state, tmp / "runs")
+
+    def case(status: str, argv: list[str], says: str, approved=()) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = setup(Path(tmp), status, approved)
+                before = path.read_bytes()
+                code, err = _cli("resume", "r1", "--state-dir", str(path.parent),
+                                 "--base-url", "http://127.0.0.1:9/v1", *argv)
+                assert code == 2 and says in err, f"exit {code}: {err!r}"
+                assert path.read_bytes() == before, "the state file changed"
+                return err.strip().splitlines()[-1][:90]
+        return check
+
+    return [
+        ("approve a call that is not pending", case("interrupted", ["--approve", "c9"], "not pending")),
+        ("approve a call already answered", case("interrupted", ["--approve", "c1"], "not pending")),
+        ("reject a call that is not pending", case("interrupted", ["--reject", "c9"], "not pending")),
+        ("approve twice", case("running", ["--approve", "c2"], "already approved", approved=["c2"])),
+        ("reject after approving", case("running", ["--reject", "c2"], "already approved", approved=["c2"])),
+        ("approve in a completed run", case("completed", ["--approve", "c2"], "is completed")),
+        ("resume a completed run", case("completed", [], "is completed")),
+        ("resume a failed run", case("failed", [], "is failed")),
+        ("approve and reject at once", case("interrupted", ["--approve", "c2", "--reject", "c2"], "not allowed")),
+        ("approve in a failed run (in-process)",
+         lambda: _expect_decision_error(lambda: approve(_failed_state(), "c2"))),
+        ("reject twice (in-process)", lambda: _expect_decision_error(lambda: reject(reject(_waiting(), "c2"), "c2"))),
+    ]
+
+
+def _waiting():
+    state = new_run(SYSTEM_PROMPT, TASK, "destructive")
+    state.messages.append(asks(call("c2", "delete_file", {"path": "access.log"})))
+    state.status = "interrupted"
+    return state
+
+
+def _failed_state():
+    state = _waiting()
+    state.status = "failed"
+    return state
+
+
+def _expect_decision_error(fn) -> str:
+    try:
+        fn()
+    except DecisionError as e:
+        return str(e)
+    raise AssertionError("no DecisionError")
+
+
+def _limit_cases() -> list[tuple[str, Callable[[], str]]]:
+    def options(**bad) -> Callable[[], str]:
+        def check() -> str:
+            try:
+                Options(base_url="http://127.0.0.1:9/v1", **bad)
+            except ValueError as e:
+                return str(e)
+            raise AssertionError(f"Options accepted {bad}")
+        return check
+
+    def command(*argv: str) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                code, err = _cli("run", "plan", "--state-dir", tmp, "--base-url", "http://127.0.0.1:9/v1", *argv)
+                assert code == 2 and err, f"exit {code}"
+                assert not os.listdir(tmp), "a run started"
+                return err.strip().splitlines()[-1][:90]
+        return check
+
+    bad_options = [dict(max_turns=-1), dict(max_turns=0), dict(max_turns=2.5), dict(max_turns=True),
+                   dict(max_turns="3"), dict(max_budget_usd=math.nan), dict(max_budget_usd=math.inf),
+                   dict(max_budget_usd=-1.0), dict(max_budget_usd=0), dict(max_budget_usd="0.1"),
+                   dict(timeout_s=0), dict(timeout_s=math.nan), dict(backoff_s=-1), dict(max_retries=-1),
+                   dict(max_retries=1.5)]
+    bad_flags = [("--max-turns", "-1"), ("--max-turns", "0"), ("--max-turns", "many"), ("--budget", "nan"),
+                 ("--budget", "-1"), ("--budget", "inf"), ("--budget", "0"), ("--cancel-after", "-1"),
+                 ("--cancel-after", "nan"), ("--latency-ms", "inf")]
+    return [(f"Options({', '.join(f'{k}={v!r}' for k, v in b.items())})", options(**b)) for b in bad_options] + \
+           [(f"run {flag} {value}", command(flag, value)) for flag, value in bad_flags]
+
+
+def _torn_cases() -> list[tuple[str, Callable[[], str]]]:
+    def trace_tail(fragment: bytes) -> Callable[[], str]:
+        def check() -> str:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "t.jsonl"
+                Trace(path).emit("r", "turn", turn=1)
+                _tear(path, fragment)
+                assert [e["turn"] for e in read(path)] == [1]
+                Trace(path).emit("r", "turn", turn=2)  # the next process cuts the fragment off
+                assert [e["turn"] for e in read(path)] == [1, 2]
+                return "read: 2 events, fragment cut"
+        return check
+
+    def journal_tail() -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            ws = Workspace.copy_of(into=tmp)
+            _tear(ws.journal, b'{"op":"delete","key":"r:c0","pa')
+            asyncio.run(ws.delete_file({"path": "access.log"}, ToolContext("r", "c1")))
+            again = asyncio.run(ws.delete_file({"path": "access.log"}, ToolContext("r", "c1")))
+            assert ws.deleted == ["access.log"] and again == "deleted access.log"
+            return "deleted once, recorded once"
+
+    def middle_line() -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "t.jsonl"
+            path.write_text('{"type":"turn"}\nnot json\n{"type":"turn"}\n')
+            try:
+                read(path)
+            except ValueError as e:
+                assert "t.jsonl:2" in str(e)
+                return str(e)[-60:]
+            raise AssertionError("a bad line in the middle was read silently")
+
+    return [("trace: a torn last line", trace_tail(b'{"runId":"r","type":"tu')),
+            ("trace: a torn line that is valid JSON but not an object", trace_tail(b"12")),
+            ("trace: a torn multibyte character", trace_tail('{"label":"caf\u00e9'.encode()[:-1])),
+            ("trace: a bad line in the middle names its line", middle_line),
+            ("journal: a torn last line", journal_tail)]
+
+
+def bad_input_cases() -> list[tuple[str, Callable[[], str]]]:
+    return _tool_cases() + _path_cases() + _state_file_cases() + _decision_cases() + _limit_cases() + _torn_cases()
+
+
+def bad_input_campaign() -> dict:
+    results = []
+    for name, check in bad_input_cases():
+        try:
+            outcome, problem = check(), None
+        except Exception as e:  # noqa: BLE001 - a failed check is a finding, reported
+            outcome, problem = None, f"{type(e).__name__}: {e}"
+        results.append({"case": name, "outcome": outcome, "problem": problem})
+    return {"bad_inputs_tried": len(results), "handled": sum(r["problem"] is None for r in results),
+            "crashes": sum(r["problem"] is not None for r in results), "results": results}
+
+
+# =====================================================================================================
+# The report
+# =====================================================================================================
+def measure(min_kills: int = 200, seed: int = 0, workers: int | None = None) -> dict:
+    started = time.perf_counter()
+    crashes = crash_campaign(min_kills, seed, workers)
+    faults = fault_campaign()
+    bad = bad_input_campaign()
+    c = crashes["figures"]
+    return {
+        "kills_survived": sum(ch.kills for ch in crashes["chains"] if not ch.problems),
+        "faults_injected": faults["faults_injected"],
+        "bad_inputs_tried": bad["bad_inputs_tried"],
+        "runs_lost": c["runs_lost"] + faults["runs_lost"] + bad["crashes"],
+        "writes_duplicated": c["writes_duplicated"],
+        "crashes": c, "faults": {k: v for k, v in faults.items()},
+        "bad_input": bad, "seconds": round(time.perf_counter() - started, 1),
+        "command": f"{COMMAND} --kills {min_kills} --seed {seed}",
+    }
+
+
+def report(m: dict) -> str:
+    c, f, b = m["crashes"], m["faults"], m["bad_input"]
+    lines = [
+        f"kills survived:     {c['kills']} SIGKILLs ({c['kills_at_boundaries']} at event boundaries, "
+        f"{c['kills_at_random_instants']} at random instants, {c['random_kills_after_the_run_began']} of those "
+        f"after the run had begun) "
+        f"over {c['chains']} runs and {c['processes']} processes; "
+        + ", ".join(f"{k} {v}" for k, v in sorted(c["kills_by_scenario"].items())),
+        f"faults injected:    {m['faults_injected']} in {f['cases']} cases, "
+        f"{f['cases_as_specified']} ended as specified",
+        f"bad inputs tried:   {m['bad_inputs_tried']}, {b['handled']} answered or refused as specified",
+        f"runs lost:          {m['runs_lost']}",
+        f"writes duplicated:  {m['writes_duplicated']} (destructive runs deleting access.log exactly once: "
+        f"{c['deletions_exactly_once']} of {c['destructive_chains']})",
+        f"turns paid twice in a transcript: {c['turns_paid_twice_in_transcript']}",
+        f"turns paid but lost to a kill:    {c['turns_paid_but_lost_to_a_kill']} (the provider answered, the "
+        f"process died before saving the reply; the resumed run asked again)",
+        f"reads run again after a kill:     {c['reads_run_again']}; writes run again and answered from the "
+        f"journal: {c['writes_run_again_answered_from_the_journal']}",
+        f"torn lines left by kills, survived: {c['torn_lines_left_and_survived']}",
+        f"measured in {m['seconds']} s; reproduce: {m['command']}",
+    ]
+    problems = c["problems"] + [f"fault {r['case']}: {r['problems']}" for r in f["results"] if r["problems"]] + \
+        [f"bad input {r['case']}: {r['problem']}" for r in b["results"] if r["problem"]]
+    return "\n".join(lines + [f"PROBLEM {p}" for p in problems])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    p.add_argument("--kills", type=int, default=200, help="at least this many SIGKILLs (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    m = measure(args.kills, args.seed, args.workers)
+    if args.json:
+        print(json.dumps(m, default=str))
+    else:
+        print(report(m))
+    return 0 if m["runs_lost"] == 0 and m["writes_duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
