@@ -26,8 +26,9 @@ import pandas as pd
 from .. import stops
 from ..loop import Options, run
 from ..scripted import ScriptedProvider
-from ..state import RunState, approve, load, new_run, reject
+from ..state import RunState, StateFileError, approve, load, new_run, reject
 from ..subagent import research_tool
+from ..tokens import compact, count
 from ..trace import Trace, read
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from .figures import DATA
@@ -79,6 +80,26 @@ async def loop_plan(base_url: str, max_turns: int = 20):
                 "plan.answer": s.output, "plan.prompts": [t["prompt_tokens"] for t in s.per_turn],
                 "plan.ms": round(out.wall_ms)}
     return out, transcript, measured
+
+
+def request_parts(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:
+    """What each turn's request was made of, in prompt tokens: the tool schemas, then every message
+    sent so far. A message's share is what adding it to the JSON array added (so the parts of a turn
+    sum exactly to the prompt tokens the provider billed; BPE merges across ``}]`` make a message's
+    share differ by a token from one turn to the next)."""
+    asked = [i for i, m in enumerate(state.messages) if m.get("role") == "assistant"]
+    rows = []
+    for turn, end in enumerate(asked, 1):
+        sent = state.messages[:end]
+        rows.append({"turn": turn, "part": "tool schemas", "role": "tool schemas",
+                     "tokens": count(compact(tool_schemas)) if tool_schemas else 0})
+        before = 0
+        for i in range(len(sent)):
+            now = count(compact(sent[:i + 1]))
+            rows.append({"turn": turn, "part": f"#{i} {sent[i]['role']}", "role": sent[i]["role"],
+                         "tokens": now - before})
+            before = now
+    return pd.DataFrame(rows)
 
 
 # -- 2. the turn cap ------------------------------------------------------------------------------------
@@ -213,7 +234,7 @@ async def dedupe(base_url: str):
 REJECT_REASON = "I only asked which file mentions a timeout; do not delete anything."
 
 
-async def approval(base_url: str):
+async def approval(base_url: str, reason: str = REJECT_REASON):
     stopped = await scenario(base_url, "destructive")
     i = stopped.state.interruption
     verdicts = {}
@@ -223,7 +244,7 @@ async def approval(base_url: str):
         if verdict == "approve":
             approve(out.state, call_id)
         else:
-            reject(out.state, call_id, REJECT_REASON, silent=verdict == "reject with nothing")
+            reject(out.state, call_id, reason, silent=verdict == "reject with nothing")
         verdicts[verdict] = await continue_run(base_url, out)
     table = pd.DataFrame([{"verdict": k, "turns": o.state.turns, "deleted": o.workspace.deleted,
                            "the slot says": next(m["content"] for m in o.state.messages
@@ -257,9 +278,9 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
              "--workspace", str(workspace.root), "--max-turns", "20", "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if trace_path.exists() and sum(e["type"] == "tool_result" for e in read(trace_path)) >= kill_after_tool_results:
-                break
+        # Wait for the checkpoint, not the trace line: the loop writes the tool_result line first and
+        # saves the state right after it, so a kill in between would lose a result the trace shows.
+        while time.monotonic() < deadline and _saved_tool_results(state_dir, run_id) < kill_after_tool_results:
             await asyncio.sleep(0.005)
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -282,6 +303,14 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
                 "resume.turns": finished.state.turns, "resume.cost": finished.state.cost_usd,
                 "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
     return table, events, measured
+
+
+def _saved_tool_results(state_dir: Path, run_id: str) -> int:
+    """How many tool results the run's state file on disk holds (0 while there is no file)."""
+    try:
+        return sum(m.get("role") == "tool" for m in load(state_dir, run_id).messages)
+    except StateFileError:
+        return 0
 
 
 def _path(event: dict) -> str:
@@ -361,13 +390,33 @@ def trace_diff(ours: list[dict], theirs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-async def trace_demo(base_url: str, path: str | Path | None = None):
+async def trace_demo(base_url: str, path: str | Path | None = None, run_id: str | None = None):
+    """The approval run, traced to a file. ``run_id`` names the run (a random id when None)."""
     path = Path(path or tempfile.mkdtemp(prefix="harness-trace-")) / "trace.jsonl"
-    out = await scenario(base_url, "destructive", trace=Trace(path))
+    out = await scenario(base_url, "destructive", trace=Trace(path),
+                         state=new_run(SYSTEM_PROMPT, TASK, "destructive", run_id))
     ours, theirs = read(path), chapter_trace()
     diff = trace_diff(ours, theirs)
     same_lines = int(diff.groupby("line")["same"].all().sum()) if len(ours) == len(theirs) else 0
     return out, path, diff, {"trace.lines": same_lines}
+
+
+def trace_lines(events: list[dict], drop=("ts",)) -> str:
+    """The events as the JSONL a trace file holds, minus the fields in ``drop`` (wall-clock stamps)."""
+    return "\n".join(json.dumps({k: v for k, v in e.items() if k not in drop}, separators=(",", ":"))
+                     for e in events)
+
+
+def turn_costs(events: list[dict], run_id: str | None = None) -> pd.DataFrame:
+    """Per turn of one run (every run when None): tokens, the running cost the trace line carries,
+    and that turn's own cost (the difference of running costs)."""
+    columns = ["runId", "turn", "prompt_tokens", "completion_tokens", "costUsd"]
+    turns = pd.DataFrame([e for e in events if e["type"] == "turn" and (run_id is None or e["runId"] == run_id)])
+    if turns.empty:
+        return pd.DataFrame(columns=[*columns, "turn_cost_usd"])
+    turns = turns[columns].reset_index(drop=True)
+    turns["turn_cost_usd"] = turns.groupby("runId")["costUsd"].diff().fillna(turns["costUsd"]).round(6)
+    return turns
 
 
 # -- 11. latency --------------------------------------------------------------------------------------------
@@ -399,6 +448,13 @@ LOCAL_TASKS = ["Which file mentions a timeout?", "How many files are in the dire
 
 def recorded_local_model() -> pd.DataFrame:
     return pd.read_csv(DATA / "local_model_recorded.csv", keep_default_na=False)
+
+
+def local_summary(table: pd.DataFrame) -> dict:
+    """The chapter's TOTAL line for a table of local-model tasks, keyed by figure id."""
+    turns, wall = int(table["turns"].sum()), int(table["wall_ms"].sum())
+    return {"local.turns": turns, "local.toolruns": int(table["tool_runs"].sum()), "local.wall": wall,
+            "local.mean_turn": round(wall / turns) if turns else 0}
 
 
 async def local_model(base_url: str | None = None, model: str | None = None, api_key: str | None = None,

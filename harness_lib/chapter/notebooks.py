@@ -1,0 +1,67 @@
+"""Execute the notebooks in place, headless, so that their stored outputs are fresh.
+
+    python -m harness_lib.chapter.notebooks                  # every notebooks/*.ipynb
+    python -m harness_lib.chapter.notebooks notebooks/01-loop.ipynb
+
+Each notebook runs in its own ``python3`` kernel with ``notebooks/`` as its working directory. Outputs are
+kept; what changes on every run without meaning anything (execution timestamps, widget state) is not
+written, so re-executing an unchanged notebook changes only what its code really computed anew.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+KEEP_NOTEBOOK_METADATA = ("kernelspec", "language_info")
+VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
+
+
+def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop volatile metadata (timestamps, widget state, the Python patch version); keep outputs."""
+    for key in list(nb.metadata):
+        if key not in KEEP_NOTEBOOK_METADATA:
+            del nb.metadata[key]
+    info = nb.metadata.get("language_info")
+    if info is not None:
+        nb.metadata["language_info"] = {k: v for k, v in info.items() if k in ("name", "file_extension", "mimetype")}
+    for cell in nb.cells:
+        for key in VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+    return nb
+
+
+def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") -> float:
+    """Execute one notebook in place; returns its wall time in seconds. Raises if a cell fails."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, record_timing=False,
+                   resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
+    seconds = time.perf_counter() - started
+    nbformat.write(strip(nb), path)
+    return seconds
+
+
+def execute_all(paths=None, timeout: int = 600) -> dict[str, float]:
+    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}."""
+    paths = sorted(NOTEBOOKS.glob("*.ipynb")) if paths is None else [Path(p) for p in paths]
+    return {p.name: round(execute(p, timeout=timeout), 1) for p in paths}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    times = execute_all(argv or None)
+    for name, seconds in times.items():
+        print(f"{name:<32} {seconds:6.1f} s")
+    print(f"{'total':<32} {sum(times.values()):6.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""The notebooks' support code: the plots, the small helpers the notebooks call, the executor, and the
+shape of the notebooks themselves (their outputs are checked by nbval: see tests/sanitize.cfg)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from harness_lib.chapter import experiments as ex
+from harness_lib.chapter import notebooks, plots
+from harness_lib.chapter.figures import compare
+from harness_lib.scripted import ScriptedProvider
+from harness_lib.trace import read
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def url():
+    with ScriptedProvider() as provider:
+        yield provider.base_url
+
+
+def arun(coro):
+    return asyncio.run(coro)
+
+
+# -- helpers in experiments.py ----------------------------------------------------------------------
+def test_request_parts_sum_to_the_billed_prompt_tokens(url):
+    out, _, _ = arun(ex.loop_plan(url))
+    parts = ex.request_parts(out.state, [t.schema() for t in out.workspace.tools()])
+    assert parts.groupby("turn")["tokens"].sum().tolist() == [t["prompt_tokens"] for t in out.state.per_turn]
+    assert parts.groupby("turn").size().tolist() == [3, 5, 7]  # schemas + 2, 4, 6 messages
+    assert (parts["tokens"] > 0).all()
+
+
+def test_request_parts_without_tools_has_no_schema_tokens(url):
+    out, _, _ = arun(ex.loop_plan(url))
+    parts = ex.request_parts(out.state, [])
+    assert (parts[parts["role"] == "tool schemas"]["tokens"] == 0).all()
+
+
+def test_trace_helpers_on_the_approval_run(url, tmp_path):
+    _, path, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
+    events = read(path)
+    assert {e["runId"] for e in events} == {"n1"} and measured == {"trace.lines": 6}
+    lines = ex.trace_lines(events).splitlines()
+    assert len(lines) == 6 and '"ts"' not in "".join(lines) and lines[0].startswith('{"runId":"n1","type":"turn"')
+    turns = ex.turn_costs(events, run_id="n1")
+    assert turns["turn"].tolist() == [1, 2]
+    assert turns["turn_cost_usd"].tolist() == [0.000684, 0.000886]
+    assert ex.turn_costs(events, run_id="nobody").empty
+
+
+def test_turn_costs_restart_per_run():
+    events = [{"runId": r, "type": "turn", "turn": t, "prompt_tokens": 1, "completion_tokens": 1, "costUsd": c}
+              for r, t, c in (("a", 1, 0.1), ("a", 2, 0.3), ("b", 1, 0.2))]
+    assert ex.turn_costs(events)["turn_cost_usd"].tolist() == [0.1, 0.2, 0.2]
+
+
+def test_local_summary_reproduces_the_chapter_total_line():
+    summary = ex.local_summary(ex.recorded_local_model())
+    table = compare(summary, section="12-local-model")
+    assert (table["chapter"].str.removesuffix(" ms") == table["ours"].str.removesuffix(" ms")).all()
+
+
+def test_saved_tool_results_is_zero_without_a_state_file(tmp_path):
+    assert ex._saved_tool_results(tmp_path, "nothing-here") == 0
+
+
+# -- plots ------------------------------------------------------------------------------------------
+def _prefix(n=12):
+    turns = pd.DataFrame({"prompt_tokens": 204 + 64 * np.arange(n), "completion_tokens": [23] * n})
+    turns["cost_usd"] = turns["prompt_tokens"] * 2e-6 + turns["completion_tokens"] * 12e-6
+    prefix = pd.DataFrame({"prompt_tokens": turns["prompt_tokens"], "input_tokens": turns["prompt_tokens"].cumsum(),
+                           "cost_usd": turns["cost_usd"].cumsum()})
+    prefix.index = pd.RangeIndex(1, n + 1, name="cap")
+    return prefix
+
+
+def _figures():
+    prefix = _prefix()
+    parts = pd.DataFrame({"turn": [1, 1, 2, 2, 2], "part": ["tool schemas", "#0 system"] * 2 + ["#1 user"],
+                          "role": ["tool schemas", "system"] * 2 + ["user"], "tokens": [163, 27, 163, 27, 14]})
+    runs = pd.DataFrame({"cost_usd": prefix.loc[[4, 8], "cost_usd"]}, index=pd.Index([4, 8], name="cap"))
+    budgets = pd.DataFrame({"budget_usd": [0.005], "turns": [5], "spent_usd": [prefix.loc[5, "cost_usd"]]})
+    table = pd.DataFrame({"turns": [1, 4], "cost_usd": [0.0007, 0.0035]}, index=["fatal", "descriptive"])
+    timelines = {"no Stop": pd.DataFrame({"t_ms": [500, 1000], "label": ["a", "b"]}),
+                 "Stop, tool deaf": pd.DataFrame(columns=["t_ms", "label"])}
+    turns = pd.DataFrame({"runId": ["a", "a", "b"], "turn": [1, 2, 1], "costUsd": [0.1, 0.3, 0.2],
+                          "turn_cost_usd": [0.1, 0.2, 0.2]})
+    latency = pd.DataFrame({"latency_ms": [0, 50, 100], "wall_ms": [5.0, 155.0, 305.0]})
+    stopped = pd.DataFrame({"turns": [3, 3], "cost_usd": [prefix.loc[3, "cost_usd"]] * 2}, index=["x", "y"])
+    return {
+        "request_parts": plots.request_parts(parts),
+        "quadratic_growth": plots.quadratic_growth(prefix, np.polyfit(prefix.index, prefix["input_tokens"], 2)),
+        "cost_vs_cap": plots.cost_vs_cap(prefix, runs),
+        "budget_stairs": plots.budget_stairs(prefix, budgets),
+        "bars": plots.bars(table, ["turns", "cost_usd"], formats=["{}", "${:.6f}"],
+                           highlight=pd.Series([False, True]), highlight_label="answered"),
+        "cancel_timeline": plots.cancel_timeline(timelines, {"no Stop": 1050.0, "Stop, tool deaf": 3000.0}, 1.2),
+        "turn_costs": plots.turn_costs(turns),
+        "latency_fit": plots.latency_fit(latency, 3.0, 5.0),
+        "stops_on_curve": plots.stops_on_curve(prefix, stopped),
+    }
+
+
+def test_every_plot_returns_a_figure_that_renders():
+    for name, fig in _figures().items():
+        assert isinstance(fig, Figure), name
+        assert fig.axes, name
+        assert plots.png(fig).startswith(PNG), name
+
+
+def test_png_is_byte_identical_for_identical_figures():
+    assert plots.png(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0)) == \
+        plots.png(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
+
+
+def test_dollar_labels_are_not_mathtext():
+    fig = plots.budget_stairs(_prefix(), pd.DataFrame({"budget_usd": [0.005], "turns": [5], "spent_usd": [0.0061]}))
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("$0.005" in t for t in texts)
+    plots.png(fig)  # would raise on an unbalanced formula if "$...$" were parsed as math
+
+
+def test_show_publishes_a_png_and_nothing_else(monkeypatch):
+    import IPython.display
+
+    published = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: published.append((obj, raw)))
+    plots.show(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
+    (bundle, raw), = published
+    assert raw and list(bundle) == ["image/png"]
+    assert base64.b64decode(bundle["image/png"]).startswith(PNG)
+
+
+# -- the executor -----------------------------------------------------------------------------------
+def test_strip_drops_volatile_metadata_and_keeps_outputs():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                        "language_info": {"name": "python", "version": "3.12.1"}, "widgets": {}})
+    cell = nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", text="1\n")])
+    cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
+    nb.cells = [cell]
+    notebooks.strip(nb)
+    assert set(nb.metadata) == {"kernelspec", "language_info"} and nb.metadata.language_info == {"name": "python"}
+    assert "execution" not in nb.cells[0].metadata and nb.cells[0].outputs[0].text == "1\n"
+
+
+@pytest.mark.slow
+def test_execute_runs_a_notebook_in_place(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import asyncio\nawait asyncio.sleep(0)\nprint(6 * 7)")]
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    times = notebooks.execute_all([path])
+    assert list(times) == ["n.ipynb"]
+    done = nbformat.read(path, as_version=4)
+    assert done.cells[0].outputs[0].text == "42\n" and "execution" not in done.cells[0].metadata
+
+
+# -- the notebooks as files -------------------------------------------------------------------------
+def test_there_is_one_notebook_per_section_in_chapter_order():
+    names = [p.stem for p in NOTEBOOKS]
+    assert [int(n[:2]) for n in names] == list(range(15))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_shape(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {path.stem[:2]} ")
+    assert "parameters" in code[0].metadata.get("tags", []), "the first code cell holds the parameters"
+    setup_cell = code[1]
+    setup = setup_cell.source
+    assert "ScriptedProvider().start()" in setup and "figure_formats = ['png']" in setup
+    assert code[-1].source.strip() == "provider.stop()"
+    for cell in code:
+        assert cell is setup_cell or len(cell.source.splitlines()) <= 12, f"a long cell: {cell.source[:60]!r}"
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", cell.source
+            assert not (out.output_type == "stream" and out.name == "stderr"), out.text
+            assert "text/plain" not in out.get("data", {}) or "<Figure" not in out.data["text/plain"]
+            assert "image/svg+xml" not in out.get("data", {})
+
+
+def test_notebooks_print_no_temporary_paths_or_random_ids():
+    for path in NOTEBOOKS:
+        text = path.read_text()
+        assert "/tmp/" not in text and "harness-ws-" not in text, path.name
+        assert not re.search(r"chatcmpl-[0-9a-f]{8}", text), path.name
