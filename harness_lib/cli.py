@@ -158,6 +158,8 @@ def cmd_run(args) -> int:
         raise SystemExit(f"error: run {args.run_id} already exists in {args.state_dir}; continue it with "
                          f"`resume {args.run_id} --state-dir {args.state_dir}`, or give another --run-id")
     workspace = Workspace(args.workspace) if args.workspace else Workspace.copy_of()
+    if args.state_dir:
+        workspace.keep()  # the saved run names this folder: resume acts on it
     state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=args.run_id)
     state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
     label = args.scenario + (f", cap {args.max_turns}" if args.max_turns else "") + \

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 from .tokens import compact
@@ -38,11 +39,21 @@ class Workspace:
 
     @classmethod
     def copy_of(cls, source: str | Path = DATA_WORKSPACE, into: str | Path | None = None) -> "Workspace":
-        """A fresh copy of ``source`` in a new temporary folder (or in ``into``), so no run touches data/."""
+        """A fresh copy of ``source`` in a new temporary folder (or in ``into``), so no run touches data/.
+        A temporary folder is removed with the workspace object (or at exit) unless ``keep()`` is called."""
         parent = Path(into) if into else Path(tempfile.mkdtemp(prefix="harness-ws-"))
         root = parent / "workspace"
         shutil.copytree(source, root)
-        return cls(root)
+        workspace = cls(root)
+        if into is None:
+            workspace._cleanup = weakref.finalize(workspace, shutil.rmtree, parent, True)
+        return workspace
+
+    def keep(self) -> "Workspace":
+        """Keep a temporary copy after this object is gone (a saved run will need it to resume)."""
+        if getattr(self, "_cleanup", None) is not None:
+            self._cleanup.detach()
+        return self
 
     # -- paths ------------------------------------------------------------------------------------
     def resolve(self, path) -> Path:

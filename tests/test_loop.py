@@ -2,6 +2,7 @@
 
 import asyncio
 import math
+import shutil
 
 import pytest
 
@@ -232,3 +233,19 @@ def test_one_stop_cancels_the_tree(provider):
         return await task
     s = asyncio.run(stopped())
     assert s.status == "interrupted" and s.interruption["reason"] == "user pressed Stop"
+
+
+def test_temporary_workspaces_are_removed_unless_kept():
+    import gc
+    ws = Workspace.copy_of()
+    parent = ws.root.parent
+    assert (parent / "workspace" / "errors.log").exists()
+    del ws
+    gc.collect()
+    assert not parent.exists()
+    kept = Workspace.copy_of().keep()
+    parent = kept.root.parent
+    del kept
+    gc.collect()
+    assert parent.exists()
+    shutil.rmtree(parent)
