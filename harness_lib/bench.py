@@ -159,7 +159,35 @@ def harness_bench(turns: int = 50, repeats: int = REPEATS) -> dict:
             "first_10_ms": statistics.median(first[1:]), "last_10_ms": statistics.median(last[1:])}
 
 
+async def _raw_loop(base_url: str, turns: int) -> list[float]:
+    """The floor: a bare httpx loop that sends the same growing runaway transcript and appends the
+    replies and a constant tool result, with no harness at all. Returns the per-turn overhead in ms."""
+    tools = [t.schema() for t in Workspace(DATA_WORKSPACE).tools()]
+    names = compact(sorted(p.name for p in DATA_WORKSPACE.iterdir() if p.is_file()))
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
+    marks, server_ms = [], []
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+        for _ in range(turns + 1):
+            marks.append(time.perf_counter())
+            r = await http.post(base_url + "/chat/completions",
+                                json={"model": "runaway", "messages": messages, "tools": tools})
+            server_ms.append(float(r.headers["Server-Timing"].split("dur=")[1]))
+            message = r.json()["choices"][0]["message"]
+            messages.append(message)
+            for c in message["tool_calls"]:
+                messages.append({"role": "tool", "tool_call_id": c["id"], "name": "list_files", "content": names})
+    return [(b - a) * 1000 - s for a, b, s in zip(marks, marks[1:], server_ms)]
+
+
+def raw_bench(turns: int = 50, repeats: int = REPEATS) -> dict:
+    with provider_process() as base_url:
+        medians = [statistics.median(asyncio.run(_raw_loop(base_url, turns))) for _ in range(repeats + 1)]
+    return {"turns": turns, "overhead_ms": statistics.median(medians[1:])}
+
+
 def main() -> int:
+    raw = raw_bench()
+    print(f"raw httpx loop (no harness), {raw['turns']}-turn runaway: {raw['overhead_ms']:.2f} ms per turn (median)")
     h = harness_bench()
     print(f"harness, {h['turns']}-turn runaway: client-side overhead {h['overhead_ms']:.2f} ms per turn (median); "
           f"turns 1-10 {h['first_10_ms']:.2f} ms, turns {h['turns'] - 9}-{h['turns']} {h['last_10_ms']:.2f} ms")
