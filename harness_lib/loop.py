@@ -110,6 +110,15 @@ def describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def error_text(policy: str | Callable[[BaseException], str], e: BaseException) -> str:
+    """What the transcript slot of a failed call says, by policy. (Under "fatal" the run stops too.)"""
+    if policy == "generic":
+        return GENERIC_ERROR  # the model learns that something failed, not what
+    if policy in ("descriptive", "fatal"):
+        return f"Error: {describe(e)}"
+    return str(policy(e))
+
+
 async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
     by_name = {t.name: t for t in tools}
     schemas = [t.schema() for t in tools]
@@ -185,15 +194,11 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as e:  # noqa: BLE001 - any tool failure (SystemExit too) is the policy's to handle
-            ms = (time.perf_counter() - started) * 1000
             if opts.tool_errors == "fatal":
                 state.error = f"{name}: {describe(e)}"
-                answer(call, f"Error: {describe(e)}", ok=False, ms=ms, **rerun)
-                return Stop("failed", None)
-            text = (GENERIC_ERROR if opts.tool_errors == "generic" else
-                    f"Error: {describe(e)}" if opts.tool_errors == "descriptive" else str(opts.tool_errors(e)))
-            answer(call, text, ok=False, ms=ms, **rerun)
-            return None
+            answer(call, error_text(opts.tool_errors, e), ok=False, ms=(time.perf_counter() - started) * 1000,
+                   **rerun)
+            return Stop("failed", None) if opts.tool_errors == "fatal" else None
         answer(call, content, ok=True, ms=(time.perf_counter() - started) * 1000, **rerun)
         cache.setdefault(sig, content)
         return None
