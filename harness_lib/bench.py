@@ -26,8 +26,8 @@ import httpx
 
 from .client import ModelClient
 from .loop import Options, run
-from .state import new_run
 from .scripted.server import ScriptedProvider, complete
+from .state import new_run
 from .tokens import compact
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 

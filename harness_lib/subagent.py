@@ -14,7 +14,8 @@ from .loop import Options, run
 from .state import new_run
 from .tools import Tool, ToolContext, string_params
 
-RESEARCH_SYSTEM = "You are a research assistant. Investigate the question with the tools and reply with a short summary."
+RESEARCH_SYSTEM = ("You are a research assistant. "
+                   "Investigate the question with the tools and reply with a short summary.")
 
 
 def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *, max_turns: int = 6,

@@ -27,7 +27,8 @@ def test_json_has_the_documented_fields(capsys):
     s = json.loads(capsys.readouterr().out)
     assert {"run_id", "scenario", "status", "interruption", "turns", "tool_runs", "prompt_tokens",
             "completion_tokens", "cost_usd", "wall_ms", "answer", "per_turn_prompt_tokens", "error"} <= set(s)
-    assert (s["status"], s["interruption"], s["turns"], s["cost_usd"]) == ("budget_exceeded", {"type": "max_budget"}, 9, 0.01078)
+    assert (s["status"], s["interruption"]) == ("budget_exceeded", {"type": "max_budget"})
+    assert (s["turns"], s["cost_usd"]) == (9, 0.01078)
 
 
 def test_approval_across_two_processes(tmp_path):
@@ -36,7 +37,8 @@ def test_approval_across_two_processes(tmp_path):
     assert first.returncode == 0 and s["status"] == "interrupted" and s["interruption"]["callId"] == "c2"
     second = cli("resume", "r1", "--state-dir", str(tmp_path), "--reject", "c2", "--reason", "no", "--json")
     s = json.loads(second.stdout)
-    assert (s["status"], s["turns"], s["answer"]) == ("completed", 3, "I did not delete anything: you declined the deletion.")
+    assert (s["status"], s["turns"]) == ("completed", 3)
+    assert s["answer"] == "I did not delete anything: you declined the deletion."
     again = cli("resume", "r1", "--state-dir", str(tmp_path), "--approve", "c2")
     assert again.returncode == 2 and "completed" in again.stderr
 

@@ -195,7 +195,8 @@ def test_non_text_results_are_serialised(provider):
 def test_progress_reaches_the_trace_and_the_callback(provider):
     labels = []
     ws = Workspace.copy_of()
-    tools = [t for t in ws.tools() if t.name != "scan_archive"] + [ws.scan_archive_tool(seconds=0.2, files=40, every=10)]
+    fast_scan = ws.scan_archive_tool(seconds=0.2, files=40, every=10)
+    tools = [t for t in ws.tools() if t.name != "scan_archive"] + [fast_scan]
     s, _, trace = go(provider, "slow", workspace=ws, tools=tools, on_progress=labels.append)
     assert s.status == "completed" and labels == [f"scanned {n} of 40 files" for n in (10, 20, 30, 40)]
     assert [e["label"] for e in trace.events if e["type"] == "tool_progress"] == labels

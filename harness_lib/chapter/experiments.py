@@ -183,7 +183,8 @@ async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12):
     for policy in ("fatal", "generic", "descriptive"):
         out = outs[policy] = await scenario(base_url, "recover", tool_errors=policy, max_turns=cap)
         rows.append({"policy": policy, **out.row, "answered": "errors.log" in (out.state.output or ""),
-                     "what the model read": next((m["content"] for m in out.state.messages if m["role"] == "tool"), "")})
+                     "what the model read": next((m["content"] for m in out.state.messages
+                                                  if m["role"] == "tool"), "")})
     table = pd.DataFrame(rows).set_index("policy")
     perm = await scenario(base_url, "forbidden", max_turns=permanent_cap)
     permanent = pd.DataFrame([{"run": "read a file the process may not open", **perm.row}])
@@ -284,7 +285,8 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
             await asyncio.sleep(0.005)
         child.send_signal(signal.SIGKILL)
         child.wait()
-    before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in read(trace_path) if e["type"] == "tool_start"]
+    before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
+              for e in read(trace_path) if e["type"] == "tool_start"]
     restored = load(state_dir, run_id)
     snapshot = {"turns": restored.turns, "cost_usd": round(restored.cost_usd, 6),
                 "messages": len(restored.messages), "status": restored.status}
@@ -294,7 +296,8 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
     events = read(trace_path)
     all_runs = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in events if e["type"] == "tool_start"]
     table = pd.DataFrame([
-        {"moment": f"child killed (SIGKILL, exit {child.returncode})", **snapshot, "tool runs so far": ", ".join(before)},
+        {"moment": f"child killed (SIGKILL, exit {child.returncode})", **snapshot,
+         "tool runs so far": ", ".join(before)},
         {"moment": "resumed here and finished", "turns": finished.state.turns,
          "cost_usd": round(finished.state.cost_usd, 6), "messages": len(finished.state.messages),
          "status": finished.state.status, "tool runs so far": ", ".join(all_runs)}]).set_index("moment")

@@ -241,7 +241,7 @@ def turn_costs(turns: pd.DataFrame, title: str = "Cost per turn, from the trace 
         for bar, value in zip(drawn, turns["turn_cost_usd"] if not several else []):  # too narrow when several
             ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() / 2, f"${value:.6f}", ha="center",
                     va="center", color="white", fontsize=8.5)
-        for n, (run_id, rows) in enumerate(turns.groupby("runId", sort=False)):
+        for n, (_run_id, rows) in enumerate(turns.groupby("runId", sort=False)):
             ax.plot(x[rows.index], rows["costUsd"], color=ORANGE, marker="o",
                     label="running total (costUsd)" if n == 0 else None)
         ax.set_xticks(x, [f"{r.runId}\nturn {r.turn}" if several else f"turn {r.turn}" for r in turns.itertuples()])

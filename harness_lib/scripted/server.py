@@ -212,7 +212,8 @@ class Handler(BaseHTTPRequestHandler):
 
         def chunk(delta: dict | None, finish=None, usage=None, choices=True):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": scenario,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}] if choices else []}
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+                   if choices else []}
             if include_usage:
                 obj["usage"] = usage
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
