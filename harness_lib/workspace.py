@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .tokens import compact
 from .tools import Tool, ToolContext, string_params
+from .trace import cut_torn_tail
 
 DATA_WORKSPACE = Path(__file__).resolve().parent.parent / "data" / "workspace"
 
@@ -36,6 +37,7 @@ class Workspace:
         if not self.root.is_dir():
             raise FileNotFoundError(f"workspace folder {self.root} does not exist")
         self.journal = Path(journal) if journal else self.root.parent / f"{self.root.name}.journal.jsonl"
+        self._tail_checked = False
 
     @classmethod
     def copy_of(cls, source: str | Path = DATA_WORKSPACE, into: str | Path | None = None) -> "Workspace":
@@ -82,10 +84,11 @@ class Workspace:
         return entries
 
     def _journal(self, entry: dict):
-        before = self.journal.read_bytes() if self.journal.exists() else b""
-        lead = "\n" if before and not before.endswith(b"\n") else ""  # never glue an entry onto a torn line
+        if not self._tail_checked:  # a predecessor killed mid-write left a fragment: cut it, as the trace does
+            cut_torn_tail(self.journal)
+            self._tail_checked = True
         with open(self.journal, "a") as f:
-            f.write(lead + compact(entry) + "\n")
+            f.write(compact(entry) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
@@ -111,13 +114,14 @@ class Workspace:
 
     async def delete_file(self, args: dict, ctx: ToolContext) -> str:
         key = ctx.idempotency_key
-        for e in self.journal_entries():
-            if e.get("key") == key and "done" in e:  # this operation already happened: answer, do not repeat it
+        mine = [e for e in self.journal_entries() if e.get("key") == key]
+        for e in mine:
+            if "done" in e:  # this operation already happened: answer, do not repeat it
                 if not e["done"]:
                     raise FileNotFoundError(f"{e['result']}. Call list_files to see what exists.")
                 return e["result"]
         target = self.resolve(args.get("path"))
-        started = any(e.get("key") == key for e in self.journal_entries())
+        started = bool(mine)
         if not target.is_file():
             if started:  # we died after unlinking and before recording: the deletion did happen
                 result, done = f"deleted {args['path']}", True

@@ -9,13 +9,6 @@ import pytest
 
 from harness_lib.chapter import experiments as E
 from harness_lib.chapter.figures import DIFFERS, compare
-from harness_lib.scripted import ScriptedProvider
-
-
-@pytest.fixture(scope="module")
-def url():
-    with ScriptedProvider() as p:
-        yield p.base_url
 
 
 def go(coro):

@@ -8,18 +8,11 @@ import pytest
 
 from harness_lib import stops
 from harness_lib.loop import Options, run
-from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import DecisionError, approve, load, new_run, pending, reject, save
 from harness_lib.subagent import research_tool
 from harness_lib.tools import Tool
 from harness_lib.trace import Trace
 from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
-
-
-@pytest.fixture(scope="module")
-def provider():
-    with ScriptedProvider() as p:
-        yield p
 
 
 def go(provider, scenario, workspace=None, state=None, tools=None, **options):

@@ -17,18 +17,11 @@ from matplotlib.figure import Figure
 from harness_lib.chapter import experiments as ex
 from harness_lib.chapter import notebooks, plots
 from harness_lib.chapter.figures import compare
-from harness_lib.scripted import ScriptedProvider
 from harness_lib.trace import read
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def url():
-    with ScriptedProvider() as provider:
-        yield provider.base_url
 
 
 def arun(coro):
