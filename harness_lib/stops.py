@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .state import RunState
+from .state import RunState, pending
 
 ENDING = ("failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
 
@@ -186,9 +186,10 @@ def no_progress(n: int, progress: Callable[[RunState], Any]) -> StopCondition:
     """Stop when ``progress(state)`` has not changed for ``n`` model turns. Progress is the reader's to
     define: any value that changes when the run gets somewhere (the files read so far, the facts found).
 
-    The condition remembers, per run, the last value and the turn it changed at; it starts counting the
-    first time it sees a run (after a resume in a new process, from there), so it never stops a run early.
-    A progress function that raises ends the run as failed, naming it."""
+    Judged before each model call, once the last turn's calls have run. The condition remembers, per
+    run, the last value and the turn it changed at; it starts counting the first time it sees a run
+    (after a resume in a new process, from there), so it never stops a run early. A progress function
+    that raises ends the run as failed, naming it."""
     _count("no_progress", n)
     if not callable(progress):
         raise TypeError(f"no_progress() needs progress=a function of the run state, got {type(progress).__name__}")
@@ -196,6 +197,8 @@ def no_progress(n: int, progress: Callable[[RunState], Any]) -> StopCondition:
     memory: dict[str, tuple[Any, int]] = {}  # run id -> (last value, turn it was first seen at)
 
     def check(state: RunState):
+        if pending(state):  # a turn's progress shows once its calls have run: judge it then
+            return None
         value = progress(state)
         try:
             value = copy.deepcopy(value)  # a value the state goes on mutating would always equal itself
