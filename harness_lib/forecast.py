@@ -140,3 +140,35 @@ def forecast(source, observed: int | None = 3, caps=CHAPTER_CAPS, *, pricing: Pr
         totals[t] = (inp, outp, cost)
     return [CapForecast(cap, int(totals[cap][0]), round(totals[cap][1]), round(totals[cap][2], 6), k, cap > k)
             for cap in caps]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness_lib.forecast TRACE [--observed 3] [--caps 8,20,50,100] [--run-id ID]``"""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m harness_lib.forecast",
+                                     description="Price turn caps from the first turns of a run's trace.")
+    parser.add_argument("trace", help="a trace file (JSONL) the harness wrote")
+    parser.add_argument("--observed", type=int, default=3, help="forecast from the first N turns (default 3)")
+    parser.add_argument("--caps", default=",".join(map(str, CHAPTER_CAPS)), help="comma-separated caps")
+    parser.add_argument("--run-id", help="the run to read, when the trace holds several")
+    args = parser.parse_args(argv)
+    try:
+        caps = [int(c) for c in args.caps.split(",") if c.strip()]
+    except ValueError:
+        parser.error(f"--caps must be whole numbers separated by commas, got {args.caps!r}")
+    try:
+        rows = forecast(args.trace, observed=args.observed, caps=caps, run_id=args.run_id)
+    except ForecastError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"forecast from the first {rows[0].observed_turns} turns (constant growth; the run assumed not to end):")
+    for f in rows:
+        print(f"  cap {f.cap:>7,}  in={f.input_tokens:>12,}  out={f.output_tokens:>9,}  cost=${f.cost_usd:.6f}"
+              + ("" if f.extrapolated else "  (observed)"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

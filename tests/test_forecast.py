@@ -171,3 +171,21 @@ def test_sources_that_are_not_runs(source):
 def test_a_missing_file(tmp_path):
     with pytest.raises(ForecastError, match="no such trace file"):
         forecast(tmp_path / "nope.jsonl")
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+def test_command_line(runaway3, capsys):
+    from harness_lib.forecast import main
+    assert main([str(runaway3[2]), "--caps", "8,100"]) == 0
+    out = capsys.readouterr().out
+    assert "cap       8  in=       3,431" in out and "in=     337,299" in out and "$0.702198" in out
+
+
+def test_command_line_errors_are_sentences(tmp_path, capsys):
+    from harness_lib.forecast import main
+    assert main([str(tmp_path / "nope.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "no such trace file" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path / "nope.jsonl"), "--caps", "8,x"])
+    assert e.value.code == 2
