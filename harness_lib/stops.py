@@ -13,7 +13,8 @@ in the ``ai`` package, stopping is plural; unlike it, every stop is recorded wit
 A reader's condition ends the run as ``interrupted`` (resumable) with its own interruption,
 ``{"type": "stop_condition", "name": ..., "reason": ...}``, never the ``cancelled`` a user's Stop gives:
 code that reacts to Stop (a subagent ending its parent's tree, say) must not react to a condition.
-The run's ``run_stopped`` trace line names the condition and says why.
+The run's ``run_stopped`` trace line names the condition and says why. Resuming such a run with the
+same condition stops it again at once (the state has not changed): resume it with other conditions.
 
 A condition that raises, or returns something other than ``None`` or a ``Stop``, ends the run as
 ``failed`` with an error naming it (see ``first_stop``): a run is never left ``running`` by a broken

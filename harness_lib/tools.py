@@ -67,7 +67,10 @@ def permanent(error: BaseException) -> BaseException:
 
 def is_permanent(error: BaseException) -> bool:
     """True for a ``PermanentToolError`` or an exception marked with ``permanent``."""
-    return isinstance(error, PermanentToolError) or getattr(error, "permanent", False) is True
+    try:
+        return isinstance(error, PermanentToolError) or getattr(error, "permanent", False) is True
+    except Exception:  # noqa: BLE001 - an exception whose attributes raise is not marked, and must not crash the loop
+        return False
 
 
 def permanent_errors(tool: Tool, *types: type[BaseException]) -> Tool:

@@ -256,3 +256,16 @@ def test_a_stop_must_say_how_it_ends():
     with pytest.raises(ValueError):
         Stop("interrupted")  # with no interruption to say why
     assert Stop("failed", error="x").why == "x"
+
+
+def test_an_exception_whose_attributes_raise_is_not_permanent(provider):
+    class Hostile(Exception):
+        def __getattr__(self, name):
+            raise RuntimeError(f"no {name} here")
+
+    async def tool(args, ctx):
+        raise Hostile("odd")
+    assert not is_permanent(Hostile("odd"))
+    tools = [Tool("list_files", "List the files in the workspace.", tool, read_only=True)]
+    s, _ = go(provider, "runaway", tools=tools, max_turns=2, stops=[stops.permanent_error()])
+    assert s.status == "max_turns_exceeded" and s.tool_log[0]["ok"] is False
