@@ -37,8 +37,8 @@ from typing import Callable
 from .client import ModelClient, ModelError, check_completion
 from .pricing import CHAPTER_PRICES, Pricing
 from .state import RunState, pending, save
-from .stops import Stop, StopCondition, max_budget, max_turns
-from .tools import Tool, ToolContext
+from .stops import Stop, StopCondition, check_conditions, first_stop, max_budget, max_turns
+from .tools import Tool, ToolContext, is_permanent
 from .trace import Trace
 
 GENERIC_ERROR = "Error: the tool call failed."
@@ -86,7 +86,7 @@ class Options:
         # Validate the limits now, not at the first turn: a NaN budget must never start a run.
         self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
                           ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
-                          list(self.stops)
+                          check_conditions(self.stops)
 
 
 def signature(call: dict) -> str:
@@ -137,9 +137,11 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         if opts.state_dir is not None:
             save(state, opts.state_dir)
 
-    def stop(status: str, interruption: dict | None = None) -> RunState:
-        state.status, state.interruption = status, interruption
+    def stop(status: str, interruption: dict | None = None, error: str | None = None) -> RunState:
+        state.status, state.interruption, state.error = status, interruption, error or state.error
         extra = {"error": state.error} if state.error else {}
+        if (interruption or {}).get("type") == "stop_condition":  # which of the reader's conditions, and why
+            extra.update(condition=interruption.get("name"), why=interruption.get("reason"))
         trace.emit(state.run_id, "run_stopped", status=status,
                    reason=(interruption or {}).get("type", status), turns=state.turns,
                    costUsd=round(state.total_cost_usd, 6), **extra)
@@ -198,7 +200,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if opts.tool_errors == "fatal":
                 state.error = f"{name}: {describe(e)}"
             answer(call, error_text(opts.tool_errors, e), ok=False, ms=(time.perf_counter() - started) * 1000,
-                   **rerun)
+                   **rerun, **({"permanent": True} if is_permanent(e) else {}))  # the tool says: no retry fixes it
             return Stop("failed", None) if opts.tool_errors == "fatal" else None
         answer(call, content, ok=True, ms=(time.perf_counter() - started) * 1000, **rerun)
         cache.setdefault(sig, content)
@@ -218,9 +220,8 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if last.get("role") == "assistant" and not last.get("tool_calls"):
                 state.output = last.get("content") or ""           # answered (before a crash, perhaps)
                 return stop("completed")
-            for condition in opts.conditions:                      # 1. stop before paying
-                if (hit := condition(state)) is not None:
-                    return stop(hit.status, hit.interruption)
+            if (hit := first_stop(opts.conditions, state)) is not None:  # 1. stop before paying
+                return stop(hit.status, hit.interruption, hit.error)
             if calls := pending(state):                            # 2. drain what is owed,
                 for call in calls:
                     if (hit := await execute(call)) is not None:

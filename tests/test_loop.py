@@ -168,7 +168,9 @@ def test_approval_survives_save_and_load(provider, tmp_path):
 def test_custom_stop_condition(provider):
     s, _, _ = go(provider, "plan", stops=[stops.tool_called("list_files")])
     assert s.status == "interrupted" and s.turns == 1
-    assert s.interruption == {"type": "cancelled", "reason": "stop condition: list_files was called"}
+    # a condition's own interruption, not the "cancelled" a user's Stop gives
+    assert s.interruption == {"type": "stop_condition", "name": "tool_called('list_files')",
+                              "reason": "stop condition: list_files was called"}
 
 
 def test_first_condition_wins(provider):

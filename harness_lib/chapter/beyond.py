@@ -1,0 +1,230 @@
+"""Beyond the chapter (issue 12): three limits the chapter names and leaves open, each measured beside
+the chapter's own behaviour. Like ``experiments``, every function runs the harness for real and returns
+DataFrames and a dict of measured numbers; nothing here is typed in.
+
+* ``permanent_errors``: the chapter's ``forbidden`` run (12 turns, $0.018622, max_turns_exceeded), then
+  the same run with a tool that marks its error permanent and ``stops.permanent_error()``, and with
+  ``stops.repeated_failure(2)``, beside the run that recovered from a fixable error;
+* ``cap_forecast`` / ``forecast_breaks``: price caps of 8, 20, 50, 100 from the first turns of a run
+  (``harness_lib.forecast``), then run the caps and measure; where the forecast's assumption holds and
+  where it does not;
+* ``new_stop_conditions``: repeated_call, no_progress, any_of / all_of, and a condition's own
+  interruption beside a user's Stop.
+"""
+
+from __future__ import annotations
+
+import random
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import stops
+from ..forecast import CHAPTER_CAPS, forecast
+from ..scripted.counting import usage
+from ..scripted.scripts import call, turn_index
+from ..tools import permanent_errors as mark_permanent
+from ..workspace import Workspace
+from .experiments import cancel_after, scenario
+from .plots import BLUE, GREY, ORANGE, RED, _figure, style
+
+
+# -- 2. errors no message can fix ------------------------------------------------------------------------
+def marked_tools(workspace: Workspace):
+    """The workspace's tools, with ``read_file`` marking a refused path (``PermissionError``) permanent:
+    no message to the model can make the process allowed to read it."""
+    return [mark_permanent(t, PermissionError) if t.name == "read_file" else t for t in workspace.tools()]
+
+
+async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20):
+    ws = Workspace.copy_of()
+    runs = {
+        "chapter: the turn cap is the floor": await scenario(base_url, "forbidden", max_turns=cap),
+        "tool marks it permanent + permanent_error()": await scenario(
+            base_url, "forbidden", workspace=ws, tools=marked_tools(ws), max_turns=cap,
+            stops=[stops.permanent_error()]),
+        "no mark, repeated_failure(2)": await scenario(base_url, "forbidden", max_turns=cap,
+                                                       stops=[stops.repeated_failure(2)]),
+        "recover (a fixable error), descriptive": await scenario(base_url, "recover", max_turns=recover_cap,
+                                                                 tool_errors="descriptive"),
+    }
+    chapter = runs["chapter: the turn cap is the floor"].state.cost_usd
+    table = pd.DataFrame([{"run": k, "status": o.state.status, "turns": o.state.turns,
+                           "tool_runs": o.state.tool_runs, "in": o.state.prompt_tokens,
+                           "cost_usd": round(o.state.cost_usd, 6),
+                           "share_of_chapter_run": round(o.state.cost_usd / chapter, 3),
+                           "why it ended": o.state.error or (o.state.interruption or {}).get("type")
+                           or o.state.output or ""} for k, o in runs.items()]).set_index("run")
+    keys = {"chapter: the turn cap is the floor": "chapter", "tool marks it permanent + permanent_error()": "marked",
+            "no mark, repeated_failure(2)": "repeated", "recover (a fixable error), descriptive": "recover"}
+    measured = {}
+    for label, key in keys.items():
+        s = runs[label].state
+        measured.update({f"perm.{key}.status": s.status, f"perm.{key}.turns": s.turns,
+                         f"perm.{key}.cost": round(s.cost_usd, 6)})
+    return table, runs, measured
+
+
+# -- 3. price a cap before raising it -----------------------------------------------------------------------
+async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway"):
+    """Forecast each cap from the first ``observed`` turns of ``name`` (its trace), then run each cap."""
+    head = await scenario(base_url, name, max_turns=max(observed))
+    measured_runs = {cap: (await scenario(base_url, name, max_turns=cap)).state for cap in caps}
+    rows = []
+    for k in observed:
+        for f in forecast(head.trace.events, observed=k, caps=caps):
+            s = measured_runs[f.cap]
+            rows.append({"observed_turns": k, "cap": f.cap, "predicted_in": f.input_tokens,
+                         "measured_in": s.prompt_tokens,
+                         "in_error_pct": round(100 * (f.input_tokens - s.prompt_tokens) / s.prompt_tokens, 3),
+                         "predicted_usd": f.cost_usd, "measured_usd": round(s.cost_usd, 6),
+                         "cost_error_pct": round(100 * (f.cost_usd - s.cost_usd) / s.cost_usd, 3)})
+    table = pd.DataFrame(rows).set_index(["observed_turns", "cap"])
+    measured = {f"forecast.k{k}.max_error_pct": float(table.loc[k, "cost_error_pct"].abs().max()) for k in observed}
+    curve = pd.DataFrame([{"cap": f.cap, "predicted_usd": f.cost_usd}
+                          for f in forecast(head.trace.events, observed=max(observed), caps=range(1, max(caps) + 1))]
+                         ).set_index("cap")
+    return table, curve, measured
+
+
+class VaryingModel:
+    """A model that never answers and whose replies vary in length: each turn it says "Still looking."
+    between 0 and ``most`` times before calling ``list_files`` again. The length is a pure function of
+    the turn (seeded), so runs repeat exactly. Usage is counted the scripted provider's way."""
+
+    def __init__(self, seed: int = 12, most: int = 12):
+        self.seed, self.most = seed, most
+
+    async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None, **_) -> dict:
+        t = turn_index(messages)
+        note = " ".join(["Still looking."] * random.Random(f"{self.seed}:{t}").randint(0, self.most))
+        message = {"role": "assistant", "content": note or None, "tool_calls": [call(f"c{t}", "list_files", {})]}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                "usage": usage(messages, tools, message)}
+
+
+async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS):
+    """The same forecast on runs that break its assumption: a model whose replies vary in length, and
+    runs that answer before the cap (plan, recover), which the forecast prices as if they went on."""
+    cases = {"runaway (the assumption holds)": dict(name="runaway"),
+             "replies of varying length": dict(name="varying", client=VaryingModel()),
+             "plan (answers at turn 3)": dict(name="plan"),
+             "recover (answers at turn 4)": dict(name="recover")}
+    rows = []
+    for label, case in cases.items():
+        options = {k: v for k, v in case.items() if k != "name"}
+        head = await scenario(base_url, case["name"], max_turns=observed, **options)
+        predicted = {f.cap: f for f in forecast(head.state, observed=observed, caps=caps)}
+        for cap in caps:
+            s = (await scenario(base_url, case["name"], max_turns=cap, **options)).state
+            f = predicted[cap]
+            rows.append({"run": label, "cap": cap, "status": s.status, "turns": s.turns,
+                         "predicted_usd": f.cost_usd, "measured_usd": round(s.cost_usd, 6),
+                         "cost_error_pct": round(100 * (f.cost_usd - s.cost_usd) / s.cost_usd, 1)})
+    table = pd.DataFrame(rows).set_index(["run", "cap"])
+    worst = table["cost_error_pct"].abs().groupby(level="run").max()
+    measured = {f"forecast.breaks.{label.split(' ')[0]}": float(worst[label]) for label in cases}
+    return table, measured
+
+
+# -- 4. stop conditions in the library's own words ---------------------------------------------------------------
+def files_read(state) -> list[str]:
+    """A reader's definition of progress: the files read successfully so far."""
+    return sorted({r["args"] for r in state.tool_log if r["toolName"] == "read_file" and r.get("ok")})
+
+
+async def new_stop_conditions(base_url: str):
+    ws = Workspace.copy_of()
+    cases = {
+        "repeated_call(3)": ("runaway", dict(stops=[stops.repeated_call(3)])),
+        "no_progress(3, progress=files_read)": ("runaway", dict(stops=[stops.no_progress(3, progress=files_read)])),
+        "no_progress(2, progress=files_read)": ("plan", dict(stops=[stops.no_progress(2, progress=files_read)])),
+        "any_of(max_budget(0.01), repeated_call(5))": ("runaway", dict(stops=[stops.any_of(
+            stops.max_budget(0.01), stops.repeated_call(5))])),
+        "all_of(repeated_call(2), turn_cost_above(0.001))": ("runaway", dict(stops=[stops.all_of(
+            stops.repeated_call(2), stops.turn_cost_above(0.001))])),
+        "repeated_failure(2)": ("forbidden", dict(max_turns=12, stops=[stops.repeated_failure(2)])),
+        "permanent_error(), read_file marks it": ("forbidden", dict(max_turns=12, workspace=ws, tools=marked_tools(ws),
+                                                                    stops=[stops.permanent_error()])),
+    }
+    rows = []
+    for label, (name, options) in cases.items():
+        out = await scenario(base_url, name, **options)
+        s, i = out.state, out.state.interruption or {}
+        line = next(e for e in reversed(out.trace.events) if e["type"] == "run_stopped")
+        rows.append({"stop when": label, "scenario": name, "status": s.status, "interruption": i.get("type", ""),
+                     "why": i.get("reason") or s.error or "", "turns": s.turns, "cost_usd": round(s.cost_usd, 6),
+                     "trace says": ", ".join(f"{k}={line[k]}" for k in ("reason", "condition") if k in line)})
+    return pd.DataFrame(rows).set_index("stop when")
+
+
+async def condition_or_stop(base_url: str, stop_at: float = 0.3):
+    """The same slow run ended twice: by a user's Stop and by a reader's condition. They used to end the
+    same way (``cancelled``); code that must react to the one and not the other can now tell them apart."""
+    runs = {"user presses Stop": await cancel_after(scenario(base_url, "slow"), stop_at),
+            "a condition: when(turns >= 1)": await scenario(base_url, "slow", stops=[
+                stops.when(lambda s: s.turns >= 1, "one turn is enough", name="one_turn")])}
+    return pd.DataFrame([{"ended by": k, "status": o.state.status, "resumable": o.state.resumable,
+                          "interruption": o.state.interruption} for k, o in runs.items()]).set_index("ended by")
+
+
+# -- plots --------------------------------------------------------------------------------------------------------
+def forecast_plot(table: pd.DataFrame, curve: pd.DataFrame, breaks: pd.DataFrame | None = None) -> Figure:
+    """Left: the forecast from the first turns (a line over every cap) and the caps as run (points).
+    Right (with ``breaks``): forecast divided by measurement, where the assumption holds and where not."""
+    fig, axes = _figure(10.0 if breaks is not None else 6.5, 3.8, ncols=2 if breaks is not None else 1)
+    k = int(table.index.get_level_values("observed_turns").max())
+    measured = table.loc[k]
+    worst = measured["cost_error_pct"].abs().max()
+    with style():
+        ax = axes[0]
+        ax.plot(curve.index, curve["predicted_usd"], color=BLUE, label=f"forecast from the first {k} turns")
+        ax.scatter(measured.index, measured["measured_usd"], color=RED, zorder=3,
+                   label=f"caps as run (largest error {worst:.2f} %)")
+        for n, (cap, row) in enumerate(measured.iterrows()):
+            below = n % 2 == 0
+            ax.annotate(f"cap {cap}: ${row['measured_usd']:.4f}", (cap, row["measured_usd"]),
+                        xytext=(7, -4) if below else (-7, 5), textcoords="offset points",
+                        ha="left" if below else "right", va="top" if below else "bottom", fontsize=8)
+        ax.set_xlabel("turn cap")
+        ax.set_ylabel("cost (USD)")
+        ax.set_title("Runaway caps, priced before they run")
+        ax.legend(loc="upper left")
+        if breaks is not None:
+            ax = axes[1]
+            labels = list(dict.fromkeys(breaks.index.get_level_values("run")))
+            caps = sorted(set(breaks.index.get_level_values("cap")))
+            width = 0.8 / len(labels)
+            for n, (label, color) in enumerate(zip(labels, [BLUE, ORANGE, GREY, RED])):
+                ratio = [breaks.loc[(label, c), "predicted_usd"] / breaks.loc[(label, c), "measured_usd"] for c in caps]
+                ax.bar([i + n * width for i in range(len(caps))], ratio, width=width, color=color, label=label,
+                       bottom=0)
+            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(caps))], [f"cap {c}" for c in caps])
+            ax.set_yscale("log")
+            ax.axhline(1, color="black", linewidth=0.8)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"×{y:g}"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_ylabel("forecast ÷ measured cost")
+            ax.set_title("Where constant growth is the wrong guess")
+            ax.legend(loc="upper left", fontsize=7.5)
+    return fig
+
+
+def permanent_plot(table: pd.DataFrame) -> Figure:
+    """The forbidden run's cost, ended by the turn cap and by the new conditions, beside the recovered run."""
+    fig, (ax,) = _figure(8.5, 3.0)
+    with style():
+        colors = [GREY, BLUE, BLUE, ORANGE]
+        bars = ax.barh(list(table.index)[::-1], list(table["cost_usd"])[::-1], color=colors[::-1])
+        for bar, (_, row) in zip(bars, list(table.iterrows())[::-1]):
+            ax.annotate(f"${row['cost_usd']:.6f}, {row['turns']} turn{'s' if row['turns'] != 1 else ''}, "
+                        f"{row['status']}", (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+        ax.set_xlabel("cost (USD)")
+        ax.set_xlim(0, table["cost_usd"].max() * 2.3)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
+        ax.set_title("Ended by the turn cap, or by its reason")
+        ax.grid(axis="x", alpha=0.3)
+        ax.grid(axis="y", visible=False)
+    return fig

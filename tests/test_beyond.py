@@ -1,0 +1,67 @@
+"""The chapter layer's experiments beyond the chapter (issue 12, parts 2-4): each measured beside the
+chapter's own behaviour, which must not move."""
+
+import asyncio
+
+from harness_lib.chapter import beyond as B
+from harness_lib.chapter import plots
+
+
+def go(coro):
+    return asyncio.run(coro)
+
+
+def test_permanent_errors_beside_the_chapters_run(url):
+    table, runs, m = go(B.permanent_errors(url))
+    # the chapter's run, untouched by default
+    assert (m["perm.chapter.status"], m["perm.chapter.turns"], f'{m["perm.chapter.cost"]:.6f}') == \
+        ("max_turns_exceeded", 12, "0.018622")
+    # ended by its reason, after a turn or two, as failed
+    assert (m["perm.marked.status"], m["perm.marked.turns"]) == ("failed", 1)
+    assert (m["perm.repeated.status"], m["perm.repeated.turns"]) == ("failed", 2)
+    assert "permission denied: /etc/shadow" in table.loc["tool marks it permanent + permanent_error()", "why it ended"]
+    # cheaper than the chapter's run and than the run that recovered
+    assert m["perm.marked.cost"] < m["perm.repeated.cost"] < m["perm.recover.cost"] < m["perm.chapter.cost"]
+    assert (m["perm.recover.status"], m["perm.recover.turns"]) == ("completed", 4)
+    assert plots.png(B.permanent_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cap_forecast_on_the_runaway(url):
+    table, curve, m = go(B.cap_forecast(url))
+    assert m["forecast.k3.max_error_pct"] < 1  # the issue's bar; in fact 0
+    assert (table.loc[3, "predicted_in"] == table.loc[3, "measured_in"]).all()
+    assert list(table.loc[3, "measured_in"]) == [3431, 16259, 88649, 337299]  # the chapter's caps, as run
+    assert 0 < m["forecast.k2.max_error_pct"] < 2  # two turns see the first, dearer, addition
+    assert len(curve) == 100 and curve["predicted_usd"].is_monotonic_increasing
+
+
+def test_forecast_breaks_where_its_assumption_does(url):
+    breaks, m = go(B.forecast_breaks(url))
+    assert m["forecast.breaks.runaway"] == 0
+    assert 1 < m["forecast.breaks.replies"] < 50  # replies that vary: off by some percent, either way
+    errors = breaks.loc["replies of varying length", "cost_error_pct"]
+    assert (errors < 0).any() and (errors > 0).any()
+    # a run that answers before the cap: the forecast is the cap's worst case, far above what it cost
+    for run in ("plan (answers at turn 3)", "recover (answers at turn 4)"):
+        assert (breaks.loc[run, "status"] == "completed").all() and (breaks.loc[run, "cost_error_pct"] > 100).all()
+    table, curve, _ = go(B.cap_forecast(url))
+    assert plots.png(B.forecast_plot(table, curve, breaks))[:4] == b"\x89PNG"
+
+
+def test_new_stop_conditions_table(url):
+    table = go(B.new_stop_conditions(url))
+    row = table.loc["repeated_call(3)"]
+    assert (row.status, row.interruption, row.turns) == ("interrupted", "stop_condition", 3)
+    assert "condition=repeated_call(3)" in row["trace says"]
+    assert table.loc["no_progress(3, progress=files_read)", "turns"] == 3
+    assert table.loc["no_progress(2, progress=files_read)", "status"] == "completed"
+    assert table.loc["any_of(max_budget(0.01), repeated_call(5))", "turns"] == 5
+    assert table.loc["all_of(repeated_call(2), turn_cost_above(0.001))", "turns"] == 4
+    assert set(table.loc[["repeated_failure(2)", "permanent_error(), read_file marks it"], "status"]) == {"failed"}
+
+
+def test_a_condition_is_told_apart_from_a_users_stop(url):
+    table = go(B.condition_or_stop(url))
+    assert table.loc["user presses Stop", "interruption"] == {"type": "cancelled", "reason": "user pressed Stop"}
+    assert table.loc["a condition: when(turns >= 1)", "interruption"]["type"] == "stop_condition"
+    assert table["resumable"].all()
