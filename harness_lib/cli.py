@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
 from .loop import DEDUPE, POLICIES, Options, run
 from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
 from .state import DecisionError, RunState, StateFileError, approve, load, new_run, reject, state_path
@@ -105,16 +107,34 @@ def endpoint_options(q):
                    "arrives; earlier turns show one step line each")
 
 
+def served_models(base_url: str, api_key: str) -> list[dict] | None:
+    """What ``GET {base_url}/models`` lists (every server here answers it), or None if it cannot say."""
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", timeout=2.0, trust_env=False,
+                      headers={"Authorization": f"Bearer {api_key}"})
+        return [m for m in r.json()["data"] if isinstance(m, dict)] if r.status_code == 200 else None
+    except Exception:  # noqa: BLE001 - a server that cannot list its models is simply not asked
+        return None
+
+
 def apply_seam(args, command: str) -> None:
     """The environment seam, flags winning: LLM_BASE_URL, LLM_MODEL, LLM_API_KEY. Then the checks a real
-    endpoint needs (a model name; a price before a budget), as usage errors, and the turn cap's default."""
+    endpoint needs (a model name; a price before a budget), as usage errors, and the turn cap's default.
+    A base URL that lists only the scripted provider's models (``owned_by: scripted``, e.g. ``serve``) is
+    the scripted provider: the scenario is the model and the chapter's prices apply, as without a URL."""
     args.base_url = args.base_url or os.environ.get("LLM_BASE_URL") or None
     args.api_key = os.environ.get("LLM_API_KEY") or "not-needed"
+    models = served_models(args.base_url, args.api_key) if args.base_url else None
+    scripted = not args.base_url or (bool(models) and all(m.get("owned_by") == "scripted" for m in models))
     if command == "run":
         args.model = args.model or (os.environ.get("LLM_MODEL") if args.base_url else None) or None
+        if args.base_url and scripted and not args.model:
+            args.model = args.scenario
         if args.base_url and not args.model:
-            raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL "
-                             f"(e.g. qwen2.5:0.5b for Ollama); see the README, 'Point it at your own server'")
+            names = ", ".join(str(m.get("id")) for m in models or [])[:300]
+            raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL"
+                             + (f" (this server lists: {names})" if names else " (e.g. qwen2.5:0.5b for Ollama)")
+                             + "; see the README, 'Point it at your own server'")
         if not args.base_url and not args.scenario:
             raise SystemExit("error: give a scenario for the scripted provider (plan, runaway, ...), or a "
                              "server: --base-url URL (or LLM_BASE_URL) with --model NAME (or LLM_MODEL)")
@@ -123,7 +143,7 @@ def apply_seam(args, command: str) -> None:
     if args.price_in is not None:
         args.pricing = Pricing.per_million(args.price_in, args.price_out)
     else:
-        args.pricing = UNPRICED if args.base_url else CHAPTER_PRICES
+        args.pricing = CHAPTER_PRICES if scripted else UNPRICED
     if args.budget is not None and not args.pricing.known:
         raise SystemExit("error: --budget needs a price: this endpoint has none; give --price-in and "
                          "--price-out (dollars per million tokens), or cap the turns with --max-turns")
@@ -274,7 +294,7 @@ def cmd_run(args) -> int:
     state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=args.run_id)
     state.meta.update(scenario=args.scenario or args.model, workspace=str(workspace.root))
     label = (args.scenario or args.model) + _cap_label(args) + (f", budget ${args.budget:g}" if args.budget else "")
-    if args.base_url:
+    if args.pricing is not CHAPTER_PRICES:
         print(f"{label}: {args.model} at {args.base_url}; {args.pricing.describe()}; "
               f"{args.timeout:g} s a model call attempt" + ("" if args.max_turns else "; no turn cap"),
               file=sys.stderr)

@@ -73,6 +73,7 @@ class Options:
     max_retries: int = 4          # of a passing failure (429, 5xx, a dropped connection, a timeout)
     backoff_s: float = 0.25       # the first retry's delay, doubled each time, jittered, at most 8 s
     load_wait_s: float = 120.0    # how long to wait for a server still loading its model (503)
+    max_response_bytes: int = 16 * 2 ** 20  # a bigger answer is refused, never buffered without end
     stream: bool = False          # ask for server-sent events; text deltas go to on_text as they arrive
     on_text: Callable[[str], None] | None = None
 
@@ -86,6 +87,7 @@ class Options:
         _check_number("timeout_s", self.timeout_s, above_zero=True)
         _check_number("backoff_s", self.backoff_s)
         _check_number("load_wait_s", self.load_wait_s)
+        _check_number("max_response_bytes", self.max_response_bytes, above_zero=True)
         if self.max_budget_usd is not None and not self.pricing.known:
             raise ValueError("a budget in dollars needs a price: give the prices per million tokens "
                              "(Pricing.per_million, --price-in / --price-out), or cap the turns instead")
@@ -134,7 +136,8 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
     trace = opts.trace or Trace(timestamps=False)
     client = opts.client or ModelClient(
         opts.base_url, opts.api_key, timeout=opts.timeout_s, max_retries=opts.max_retries,
-        backoff_s=opts.backoff_s, load_wait_s=opts.load_wait_s, stream=opts.stream, on_text=opts.on_text,
+        backoff_s=opts.backoff_s, load_wait_s=opts.load_wait_s, max_response_bytes=opts.max_response_bytes,
+        stream=opts.stream, on_text=opts.on_text,
         on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
     # The dedupe cache is derived from the transcript, so it survives a resume.
     contents = {m.get("tool_call_id"): m.get("content") for m in state.messages if m.get("role") == "tool"}

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
+from harness_lib.scripted import ScriptedProvider
+
 for _name in ("LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY"):
     os.environ.pop(_name, None)
-
-from harness_lib.scripted import ScriptedProvider
 
 
 @pytest.fixture(scope="module")
