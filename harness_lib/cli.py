@@ -156,19 +156,28 @@ def _cap_label(args) -> str:
     return f", cap {args.max_turns}"
 
 
-class _Steps(Trace):
-    """With --stream: one line per turn and tool on stderr, so a long run is never silent."""
+class _Visible(Trace):
+    """Retries and waits (a server loading its model) on stderr, always; with --stream also one line per turn
+    and tool, so a long run is never silent."""
+
+    def __init__(self, path, steps: bool):
+        super().__init__(path)
+        self.steps = steps
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = super().emit(run_id, type, **fields)
-        if type == "turn":
+        line = None
+        if type == "retry":
+            line = (f"      {'waiting: the server is loading its model' if fields.get('loading') else 'retry'}: "
+                    f"{fields['problem']} (next try in {fields['delay_s']} s)")
+        elif self.steps and type == "turn":
             est = ", estimated" if fields.get("estimated") else ""
-            print(f"   step {fields['turn']}: {fields['prompt_tokens']:,} in, {fields['completion_tokens']:,} "
-                  f"out{est} ({fields.get('finish')})", file=sys.stderr, flush=True)
-        elif type == "tool_start":
-            print(f"      {fields['toolName']}({fields['args']})", file=sys.stderr, flush=True)
-        elif type == "retry":
-            print(f"      retry: {fields['problem']} (waiting {fields['delay_s']} s)", file=sys.stderr, flush=True)
+            line = (f"   step {fields['turn']}: {fields['prompt_tokens']:,} in, {fields['completion_tokens']:,} "
+                    f"out{est} ({fields.get('finish')})")
+        elif self.steps and type == "tool_start":
+            line = f"      {fields['toolName']}({fields['args']})"
+        if line:
+            print(line, file=sys.stderr, flush=True)
         return event
 
 
@@ -254,7 +263,7 @@ async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> 
         screen.write(text)
         screen.flush()
 
-    trace = (_Steps if args.stream else Trace)(args.trace) if (args.trace or args.stream) else None
+    trace = _Visible(args.trace, steps=args.stream)
     opts = Options(base_url=base_url, api_key=args.api_key,
                    max_turns=args.max_turns, max_budget_usd=args.budget, tool_errors=args.tool_errors,
                    dedupe=args.dedupe, trace=trace, state_dir=args.state_dir, pricing=args.pricing,

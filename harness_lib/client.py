@@ -206,7 +206,10 @@ class ModelClient:
             body["tools"] = tools
         if self.stream:
             body.update(stream=True, stream_options={"include_usage": True})
-        payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()  # once, not per retry
+        try:  # once, not per retry
+            payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (from a terminal, a file): escaped, still valid JSON
+            payload = json.dumps(body, separators=(",", ":")).encode()
         attempt, loading_since = 0, None
         while True:
             response, problem = None, None

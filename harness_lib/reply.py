@@ -142,6 +142,12 @@ def _read(data, sent, tools, used: set, turn: int) -> Turn:
         elif not isinstance(args, str):
             _fail(data, f"tool call {n}'s arguments are neither text nor an object")
         args, fixed = _clean(args)
+        try:  # the loop parses arguments later; a nesting it cannot parse must fail here, with a message
+            json.loads(args)
+        except RecursionError:
+            raise ReplyError(f"tool call {n}'s arguments are JSON nested too deeply to read") from None
+        except ValueError:
+            pass  # malformed arguments are the model's mistake: the tool's error tells it so
         name, fixed_name = _clean(fn["name"])
         repaired += fixed + fixed_name
         call_id = c.get("id")
@@ -231,7 +237,7 @@ async def ask(client, state, schemas: list[dict]) -> Turn:
     except ModelError:
         raise
     except Exception as e:  # noqa: BLE001 - a reply we failed to foresee must still end the run cleanly
-        raise ReplyError(f"the provider's reply could not be read: {type(e).__name__}: {e}") from None
+        raise ReplyError(f"the model call or its reply could not be handled: {type(e).__name__}: {e}") from None
 
 
 def record(state, turn: Turn, pricing, trace) -> None:

@@ -331,3 +331,19 @@ def test_stream_shows_the_answer_and_the_steps(capsys):
     out, err = capsys.readouterr()
     assert out.startswith(ANSWER + "\n") and "status=completed" in out
     assert "step 1:" in err and "list_files({})" in err and "step 3:" in err
+
+
+def test_arguments_nested_too_deeply_fail_the_run_with_a_message(tmp_path):
+    replies = fixture("openai")["replies"]
+    replies[0]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = "[" * 100000 + "]" * 100000
+    with ReplayServer(replies) as replay:
+        state, _ = drive(tmp_path, replay.base_url)
+    assert (state.status, state.tool_runs) == ("failed", 0) and "nested too deeply" in state.error
+
+
+def test_a_task_with_a_lone_surrogate_is_still_sent(tmp_path, capsys):
+    """A task read from a terminal with undecodable bytes (surrogateescape) reaches the server escaped."""
+    with ReplayServer.of("lmstudio") as replay:
+        assert main(["run", "--base-url", replay.base_url, "--model", "m", "--task", "files?\udcff", "--json"]) == 0
+        sent = replay.requests[0]["messages"][1]["content"]
+    assert json.loads(capsys.readouterr().out)["status"] == "completed" and sent == "files?\udcff"
