@@ -280,6 +280,7 @@ async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> 
 
 def _finish(state: RunState, args, wall_ms: float, label: str) -> int:
     s = summary(state, state.meta.get("scenario", state.model), wall_ms, priced=args.pricing.known)
+    s["max_turns"] = args.max_turns  # the cap this process ran under (None: no cap)
     if args.json:
         print(json.dumps(s, ensure_ascii=False))
     else:

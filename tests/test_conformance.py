@@ -318,9 +318,10 @@ def test_the_default_turn_cap_stops_a_runaway_and_can_be_removed(capsys):
     replies.append(fixture("openai")["replies"][2])
     with ReplayServer(replies) as replay:
         s = cli_json(capsys, "run", "--base-url", replay.base_url, "--model", "m", "--json")
-        assert (s["status"], s["turns"], s["interruption"]) == ("max_turns_exceeded", 50, {"type": "max_turns"})
+        assert (s["status"], s["turns"], s["interruption"], s["max_turns"]) == \
+            ("max_turns_exceeded", 50, {"type": "max_turns"}, 50)
         s = cli_json(capsys, "run", "--base-url", replay.base_url, "--model", "m", "--max-turns", "none", "--json")
-        assert (s["status"], s["turns"]) == ("completed", 56)
+        assert (s["status"], s["turns"], s["max_turns"]) == ("completed", 56, None)
         assert main(["run", "--base-url", replay.base_url, "--model", "m", "--max-turns", "0"]) == 0
     assert capsys.readouterr().out.startswith("m, no cap ")
 
