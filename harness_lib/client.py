@@ -144,6 +144,7 @@ class ModelClient:
     async def _events(self, r: httpx.Response) -> dict:
         """Read server-sent events and put the chunks back together into one chat completion."""
         text, calls, finish, usage, size, buffer, done = [], [], None, None, 0, b"", False
+        self.shown = False  # whether this attempt put text on the screen (a retry then says so)
         async for piece in r.aiter_bytes():
             size += len(piece)
             if size > self.max_response_bytes:
@@ -171,6 +172,7 @@ class ModelClient:
                             text.append(delta["content"])
                             if self.on_text:
                                 self.on_text(_SURROGATE.sub("\ufffd", delta["content"]))
+                                self.shown = True
                         for tc in delta.get("tool_calls") or []:
                             i = tc.get("index")
                             if i is None:  # no index: a new id starts a new call, else it continues the last
@@ -252,6 +254,9 @@ class ModelClient:
                 raise ModelError(f"gave up after {attempt + 1} attempts; last: {problem}",
                                  response.status_code if response is not None else None)
             delay = self._delay(attempt, response)
+            if self.on_text and getattr(self, "shown", False):  # the text so far will come again, whole
+                self.on_text(f"\n[the answer stopped short ({problem}); asking again]\n")
+                self.shown = False
             if self.on_retry:
                 self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3)})
             attempt += 1

@@ -6,6 +6,7 @@ and its trace closed; the cases that could hang are given deadlines of a second 
 
 import asyncio
 import json
+import os
 import time
 
 import pytest
@@ -348,3 +349,47 @@ def test_a_task_with_a_lone_surrogate_is_still_sent(tmp_path, capsys):
         assert main(["run", "--base-url", replay.base_url, "--model", "m", "--task", "files?\udcff", "--json"]) == 0
         sent = replay.requests[0]["messages"][1]["content"]
     assert json.loads(capsys.readouterr().out)["status"] == "completed" and sent == "files?\udcff"
+
+
+def test_a_stream_cut_short_is_retried_and_says_so_on_screen(tmp_path):
+    """The stream drops after some text: the attempt is retried, and the screen says why the text restarts."""
+    class Cut(ReplayServer):
+        def _sse(self, h, chunks):
+            if len(self.requests) == 3:  # the final turn's first attempt: half the text, then the socket closes
+                h.send_response(200)
+                h.send_header("Content-Type", "text/event-stream")
+                h.send_header("Content-Length", "100000")
+                h.end_headers()
+                for c in chunks[:4]:
+                    h.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+                h.wfile.flush()
+                h.close_connection = True
+                return
+            super()._sse(h, chunks)
+    seen = []
+    f = fixture("openai")
+    with Cut(f["replies"], f["stream"]) as replay:
+        state, events = drive(tmp_path, replay.base_url, stream=True, on_text=seen.append, **FAST)
+    shown = "".join(seen)
+    assert state.status == "completed" and state.output == ANSWER and state.turns == 3
+    assert "asking again" in shown and shown.endswith(ANSWER)
+    assert len([e for e in events if e["type"] == "retry"]) == 1
+
+
+@pytest.mark.parametrize("argv", [["--timeout", "0"], ["--timeout", "nan"], ["--price-in", "-1", "--price-out", "1"],
+                                  ["--max-turns", "many"], ["--max-turns", "-3"]])
+def test_bad_endpoint_options_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "plan", *argv])
+    assert e.value.code == 2 and capsys.readouterr().err
+
+
+def test_the_chapter_ignores_the_seam_unless_asked(monkeypatch):
+    import harness_lib.chapter.report as report
+    seen = []
+    monkeypatch.setattr(report, "main", lambda **kw: seen.append(os.environ.get("LLM_BASE_URL")) or 0)
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["chapter", "--json"]) == 0
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["chapter", "--json", "--live"]) == 0
+    assert seen == [None, "http://127.0.0.1:9/v1"]
