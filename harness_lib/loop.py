@@ -70,7 +70,7 @@ class Options:
     pricing: Pricing = CHAPTER_PRICES
     client: ModelClient | None = None
     timeout_s: float = 60.0       # per attempt of the model call
-    max_retries: int = 4          # of a passing failure (429, 5xx, a dropped connection, a timeout)
+    max_retries: int = 4          # of a passing failure (429, 502-504, a dropped connection, a timeout)
     backoff_s: float = 0.25       # the first retry's delay, doubled each time, jittered, at most 8 s
     load_wait_s: float = 120.0    # how long to wait for a server still loading its model (503)
     max_response_bytes: int = 16 * 2 ** 20  # a bigger answer is refused, never buffered without end
