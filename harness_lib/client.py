@@ -1,14 +1,26 @@
 """The model call: one POST to ``{base_url}/chat/completions`` with httpx.
 
 Pointing the harness at another endpoint is one argument (``base_url``), as in the chapter's
-``LLM_BASE_URL`` seam. Failures are sorted into the two kinds that need opposite responses:
+``LLM_BASE_URL`` seam. Every attempt has one deadline (``timeout``) covering the whole response, headers
+and body, so a server that sends headers and then nothing, or trickles a byte at a time, is cut off on
+time; and a body larger than ``max_response_bytes`` is refused, never buffered without end.
 
-* passing ones (429, 500, 502, 503, 504, a refused or dropped connection, a timeout) are retried, a
+Failures are sorted into the two kinds that need opposite responses:
+
+* passing ones (429, 502, 503, 504, a refused or dropped connection, a missed deadline) are retried, a
   bounded number of times, after ``Retry-After`` (seconds or an HTTP date) or a jittered exponential
-  backoff; each retry is reported to ``on_retry``. A refused request is never billed, so a retry cannot
-  pay twice (a timed-out one may have been: the provider may finish work the client stopped waiting for);
-* final ones (400, 401, 403, 404, a body that is not a chat completion) raise ``ModelError`` at once:
-  the run ends as failed with the status and message, and is not resumable.
+  backoff; each retry is reported to ``on_retry``. A server still loading its model (503 "Loading model",
+  llama.cpp's answer while it reads the weights) is waited for, visibly, up to ``load_wait_s`` seconds,
+  without using up the retries. A refused request is never billed, so a retry cannot pay twice (a timed-out
+  one may have been: the provider may finish work the client stopped waiting for);
+* final ones (400, 401, 403, 404, 500 and every other status, a body that is not JSON or too large)
+  raise ``ModelError`` at once: the run ends as failed with the status and message, and is not resumable.
+  A 500 is final because a retry does not fix it: llama.cpp answers ``tools param requires --jinja flag``
+  with a 500 on every attempt.
+
+With ``stream=True`` the request asks for server-sent events with ``stream_options: {"include_usage":
+true}``; text deltas go to ``on_text`` as they arrive, and the chunks are put back together into one chat
+completion, so the rest of the harness sees the same shape either way.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import email.utils
 import functools
 import json
 import random
+import re
 import ssl
 import time
 from typing import Callable
@@ -25,7 +38,10 @@ from typing import Callable
 import httpx
 
 JSON = {"Content-Type": "application/json"}
-RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
+RETRYABLE = {429, 502, 503, 504}
+MAX_RESPONSE_BYTES = 16 * 2 ** 20
+LOADING = re.compile(r"loading model|model is loading|is currently loading|still loading", re.I)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,43 +52,55 @@ def _tls() -> ssl.SSLContext:
 
 class ModelError(RuntimeError):
     def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
+        super().__init__(_SURROGATE.sub("\ufffd", message))
         self.status = status
 
 
-def _error_text(response: httpx.Response) -> str:
+class _TooLarge(Exception):
+    pass
+
+
+def _decode(raw: bytes, what: str):
     try:
-        return response.json()["error"]["message"]
-    except Exception:
-        return response.text[:200]
+        return json.loads(raw)
+    except RecursionError:
+        raise ModelError(f"{what} is JSON nested too deeply to read") from None
+    except (ValueError, UnicodeDecodeError):
+        text = raw[:120].decode("utf-8", "replace")
+        raise ModelError(f"the provider answered 200 with {what} that is not JSON: {text!r}") from None
+
+
+def _error_text(raw: bytes) -> str:
+    """The message of an error body in any of the servers' shapes, or the start of the body."""
+    try:
+        data = json.loads(raw)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        text = err.get("message") if isinstance(err, dict) else err
+        if not isinstance(text, str):
+            raise ValueError
+    except (ValueError, RecursionError, AttributeError, UnicodeDecodeError):
+        text = raw[:200].decode("utf-8", "replace")
+    return _SURROGATE.sub("\ufffd", text)[:300]
 
 
 def check_completion(data) -> dict:
-    """``data`` if it is a chat completion the loop can use, else ``ModelError`` saying what it got."""
-    def fine() -> bool:
-        message, usage = data["choices"][0]["message"], data["usage"]
-        tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-        return (isinstance(message, dict) and message.get("role") == "assistant"
-                and isinstance(message.get("content"), (str, type(None)))
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in tokens)
-                and isinstance(message.get("tool_calls") or [], list)
-                and all(isinstance(c["id"], str) and isinstance(c["function"]["name"], str)
-                        and isinstance(c["function"]["arguments"], str) for c in message.get("tool_calls") or []))
-    try:
-        if fine():
-            return data
-    except (KeyError, IndexError, TypeError, AttributeError):
-        pass
-    raise ModelError(f"the provider's reply is not a chat completion: {json.dumps(data, default=str)[:200]}")
+    """``data`` if it is a chat completion the loop can use, else ``ModelError`` saying what it got.
+    (Kept for callers of the old interface: ``reply.read_reply`` is what the loop uses.)"""
+    from .reply import read_reply
+    read_reply(data, [], None, (), 1)
+    return data
 
 
 class ModelClient:
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 60.0,
                  max_retries: int = 4, backoff_s: float = 0.25, max_backoff_s: float = 8.0,
-                 on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None):
+                 on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, load_wait_s: float = 120.0,
+                 stream: bool = False, on_text: Callable[[str], None] | None = None):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
-        self.timeout_s = timeout
+        self.timeout_s, self.max_response_bytes, self.load_wait_s = timeout, max_response_bytes, load_wait_s
+        self.stream, self.on_text = stream, on_text
         self.on_retry = on_retry
         self._owned = http is None
         self.http = http or httpx.AsyncClient(
@@ -92,17 +120,109 @@ class ModelClient:
         base = min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
         return base / 2 + random.random() * base / 2  # "equal jitter": never zero, never in lockstep
 
+    async def _body(self, r: httpx.Response, limit: int, cut: bool = False) -> bytes:
+        parts, size = [], 0
+        async for piece in r.aiter_bytes():
+            size += len(piece)
+            if size > limit:
+                if cut:  # an error body: its start says enough
+                    parts.append(piece[:max(0, limit - size + len(piece))])
+                    break
+                raise _TooLarge
+            parts.append(piece)
+        return b"".join(parts)
+
+    async def _attempt(self, payload: bytes) -> tuple[httpx.Response, object]:
+        """One request, read to its end: (response, the decoded completion or the raw error body)."""
+        async with self.http.stream("POST", self.url, content=payload, headers=JSON) as r:
+            if r.status_code != 200:
+                return r, await self._body(r, 64 * 1024, cut=True)
+            if self.stream and r.headers.get("content-type", "").startswith("text/event-stream"):
+                return r, await self._events(r)
+            return r, _decode(await self._body(r, self.max_response_bytes), "a body")
+
+    async def _events(self, r: httpx.Response) -> dict:
+        """Read server-sent events and put the chunks back together into one chat completion."""
+        text, calls, finish, usage, size, buffer, done = [], [], None, None, 0, b"", False
+        self.shown = False  # whether this attempt put text on the screen (a retry then says so)
+        async for piece in r.aiter_bytes():
+            size += len(piece)
+            if size > self.max_response_bytes:
+                raise _TooLarge
+            buffer += piece
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue  # comments, event names, keep-alives
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                chunk = _decode(data, "a stream chunk")
+                try:
+                    if isinstance(chunk.get("error"), (dict, str)):
+                        raise ModelError(f"the stream reported an error: {_error_text(data)}")
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or []:
+                        if choice.get("index", 0) != 0:
+                            continue
+                        delta = choice.get("delta") or {}
+                        if isinstance(delta.get("content"), str) and delta["content"]:
+                            text.append(delta["content"])
+                            if self.on_text:
+                                self.on_text(_SURROGATE.sub("\ufffd", delta["content"]))
+                                self.shown = True
+                        for tc in delta.get("tool_calls") or []:
+                            i = tc.get("index")
+                            if i is None:  # no index: a new id starts a new call, else it continues the last
+                                i = len(calls) if tc.get("id") or not calls else len(calls) - 1
+                            while len(calls) <= i:
+                                calls.append({"id": None, "type": "function",
+                                              "function": {"name": "", "arguments": ""}})
+                            fn = tc.get("function") or {}
+                            calls[i]["id"] = tc.get("id") or calls[i]["id"]
+                            calls[i]["function"]["name"] += fn.get("name") or ""
+                            args = fn.get("arguments") or ""
+                            calls[i]["function"]["arguments"] += args if isinstance(args, str) else json.dumps(args)
+                        finish = choice.get("finish_reason") or finish
+                except (AttributeError, TypeError) as e:
+                    raise ModelError(f"a stream chunk is not a chat completion chunk ({e}): "
+                                     f"{data[:120].decode('utf-8', 'replace')!r}") from None
+            if done:
+                break
+        if not done and not text and not calls and finish is None:
+            raise ModelError("the stream ended without a reply")
+        message = {"role": "assistant", "content": "".join(text) if text else None}
+        if calls:
+            message["tool_calls"] = calls
+        reply = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        if usage is not None:
+            reply["usage"] = usage
+        return reply
+
     async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None,
                        **extra) -> dict:
         body = {"model": model, "messages": messages, **extra}
         if tools:
             body["tools"] = tools
-        payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()  # once, not per retry
-        for attempt in range(self.max_retries + 1):
+        if self.stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        try:  # once, not per retry
+            payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (from a terminal, a file): escaped, still valid JSON
+            payload = json.dumps(body, separators=(",", ":")).encode()
+        attempt, loading_since = 0, None
+        while True:
             response, problem = None, None
             try:
-                response = await self.http.post(self.url, content=payload, headers=JSON)
-            except httpx.TransportError as e:  # refused, dropped, timed out: worth another try
+                response, result = await asyncio.wait_for(self._attempt(payload), self.timeout_s)
+            except asyncio.TimeoutError:
+                problem = f"timeout: no complete answer within the {self.timeout_s:g} s deadline of an attempt"
+            except _TooLarge:
+                raise ModelError(f"the provider's answer is larger than {self.max_response_bytes:,} bytes; "
+                                 f"refused") from None
+            except httpx.TransportError as e:  # refused, dropped: worth another try
                 problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 if isinstance(e, httpx.TimeoutException):
                     problem += f" (no answer within the {self.timeout_s:g} s timeout)"
@@ -110,22 +230,37 @@ class ModelClient:
                 raise ModelError(f"the request failed: {type(e).__name__}: {e}") from None
             if response is not None:
                 if response.status_code == 200:
-                    try:
-                        return response.json()  # the loop checks its shape (check_completion)
-                    except ValueError:
-                        raise ModelError(f"the provider answered 200 with a body that is not JSON: "
-                                         f"{response.text[:120]!r}") from None
-                if response.status_code not in RETRYABLE:
-                    raise ModelError(f"HTTP {response.status_code}: {_error_text(response)}", response.status_code)
-                problem = f"HTTP {response.status_code}: {_error_text(response)}"
+                    return result  # the loop reads it (reply.read_reply)
+                status, said = response.status_code, _error_text(result)
+                problem = f"HTTP {status}: {said}"
+                if status == 503 and LOADING.search(said):  # a bounded, visible wait, retries untouched
+                    loading_since = loading_since or time.monotonic()
+                    waited = time.monotonic() - loading_since
+                    if waited >= self.load_wait_s:
+                        raise ModelError(f"the server was still loading its model after {waited:.0f} s "
+                                         f"(load_wait_s={self.load_wait_s:g}); last: {problem}", status)
+                    delay = min(self._delay(0, response) if response.headers.get("Retry-After") else 1.0,
+                                self.load_wait_s - waited)
+                    if self.on_retry:
+                        self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3),
+                                       "loading": True, "waited_s": round(waited, 1)})
+                    await asyncio.sleep(delay)
+                    continue
+                if status not in RETRYABLE:
+                    hint = "; check the model name (--model or LLM_MODEL)" if status == 404 and \
+                        "model" in said.lower() else ""
+                    raise ModelError(problem + hint, status)
             if attempt == self.max_retries:
                 raise ModelError(f"gave up after {attempt + 1} attempts; last: {problem}",
                                  response.status_code if response is not None else None)
             delay = self._delay(attempt, response)
+            if self.on_text and getattr(self, "shown", False):  # the text so far will come again, whole
+                self.on_text(f"\n[the answer stopped short ({problem}); asking again]\n")
+                self.shown = False
             if self.on_retry:
                 self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3)})
+            attempt += 1
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
 
     async def aclose(self):
         if self._owned:

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .client import ModelClient, ModelError, check_completion
+from .client import ModelClient, ModelError
 from .pricing import CHAPTER_PRICES, Pricing
+from .reply import ask, record
 from .state import RunState, pending, save
 from .stops import Stop, StopCondition, check_conditions, first_stop, max_budget, max_turns
 from .tools import Tool, ToolContext, is_permanent
@@ -69,8 +70,12 @@ class Options:
     pricing: Pricing = CHAPTER_PRICES
     client: ModelClient | None = None
     timeout_s: float = 60.0       # per attempt of the model call
-    max_retries: int = 4          # of a passing failure (429, 5xx, a dropped connection, a timeout)
+    max_retries: int = 4          # of a passing failure (429, 502-504, a dropped connection, a timeout)
     backoff_s: float = 0.25       # the first retry's delay, doubled each time, jittered, at most 8 s
+    load_wait_s: float = 120.0    # how long to wait for a server still loading its model (503)
+    max_response_bytes: int = 16 * 2 ** 20  # a bigger answer is refused, never buffered without end
+    stream: bool = False          # ask for server-sent events; text deltas go to on_text as they arrive
+    on_text: Callable[[str], None] | None = None
 
     def __post_init__(self):
         if not (callable(self.tool_errors) or self.tool_errors in POLICIES):
@@ -81,6 +86,11 @@ class Options:
             raise ValueError("give a base_url (or a ModelClient)")
         _check_number("timeout_s", self.timeout_s, above_zero=True)
         _check_number("backoff_s", self.backoff_s)
+        _check_number("load_wait_s", self.load_wait_s)
+        _check_number("max_response_bytes", self.max_response_bytes, above_zero=True)
+        if self.max_budget_usd is not None and not self.pricing.known:
+            raise ValueError("a budget in dollars needs a price: give the prices per million tokens "
+                             "(Pricing.per_million, --price-in / --price-out), or cap the turns instead")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
         # Validate the limits now, not at the first turn: a NaN budget must never start a run.
@@ -126,7 +136,9 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
     trace = opts.trace or Trace(timestamps=False)
     client = opts.client or ModelClient(
         opts.base_url, opts.api_key, timeout=opts.timeout_s, max_retries=opts.max_retries,
-        backoff_s=opts.backoff_s, on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
+        backoff_s=opts.backoff_s, load_wait_s=opts.load_wait_s, max_response_bytes=opts.max_response_bytes,
+        stream=opts.stream, on_text=opts.on_text,
+        on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
     # The dedupe cache is derived from the transcript, so it survives a resume.
     contents = {m.get("tool_call_id"): m.get("content") for m in state.messages if m.get("role") == "tool"}
     cache = {r["signature"]: contents[r["callId"]] for r in state.tool_log
@@ -144,7 +156,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             extra.update(condition=interruption.get("name"), why=interruption.get("reason"))
         trace.emit(state.run_id, "run_stopped", status=status,
                    reason=(interruption or {}).get("type", status), turns=state.turns,
-                   costUsd=round(state.total_cost_usd, 6), **extra)
+                   costUsd=round(state.total_cost_usd, 6) if opts.pricing.known else None, **extra)
         checkpoint()
         return state
 
@@ -227,21 +239,12 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                     if (hit := await execute(call)) is not None:
                         return stop(hit.status, hit.interruption)
                 continue                                           #    then check again
-            reply = check_completion(await client.complete(state.model, state.messages, schemas))  # 3. ask
-            message, usage = reply["choices"][0]["message"], reply["usage"]
-            turn_cost = opts.pricing.cost(usage["prompt_tokens"], usage["completion_tokens"])
-            state.turns += 1
-            state.cost_usd = round(state.cost_usd + turn_cost, 12)
-            state.prompt_tokens += usage["prompt_tokens"]
-            state.completion_tokens += usage["completion_tokens"]
-            state.per_turn.append({"prompt_tokens": usage["prompt_tokens"],
-                                   "completion_tokens": usage["completion_tokens"], "cost_usd": turn_cost})
-            state.messages.append(message)
-            trace.emit(state.run_id, "turn", turn=state.turns, prompt_tokens=usage["prompt_tokens"],
-                       completion_tokens=usage["completion_tokens"],
-                       total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
-                       costUsd=round(state.total_cost_usd, 6), finish=reply["choices"][0].get("finish_reason"))
+            turn = await ask(client, state, schemas)               # 3. ask, read the reply (reply.py),
+            record(state, turn, opts.pricing, trace)               #    and pay for it at once
             checkpoint()
+            if turn.problem:                                       # cut or filtered: not an answer
+                state.error = turn.problem
+                return stop("failed")
     except asyncio.CancelledError as e:
         return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
     except ModelError as e:

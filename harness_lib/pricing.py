@@ -1,22 +1,61 @@
-"""What a turn costs. The chapter's prices, read 2026-09-06: $2.00 per million input tokens and
-$12.00 per million output tokens."""
+"""What a turn costs, at the reader's prices.
+
+The chapter's prices, read 2026-09-06, are $2.00 per million input tokens and $12.00 per million output
+tokens: the scripted provider is priced at them (``CHAPTER_PRICES``) and so is ``Options()`` by default,
+so the chapter's figures come out in the chapter's dollars. Any other endpoint is priced at what the
+reader says (``Pricing.per_million(2.0, 12.0)``, ``--price-in 2 --price-out 12``) or not at all
+(``UNPRICED``): then a run counts tokens, its dollars stay 0 and are shown as ``unknown``, never as a real
+cost, and a budget in dollars is refused (it could never act).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Pricing:
-    usd_per_input_token: float = 2.00 / 1e6
-    usd_per_output_token: float = 12.00 / 1e6
+    usd_per_input_token: float | None = 2.00 / 1e6
+    usd_per_output_token: float | None = 12.00 / 1e6
+
+    def __post_init__(self):
+        for name in ("usd_per_input_token", "usd_per_output_token"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise ValueError(f"{name} must be a finite number of at least 0 (or None), got {value!r}")
+        if (self.usd_per_input_token is None) != (self.usd_per_output_token is None):
+            raise ValueError("give both prices (input and output) or neither")
+
+    @classmethod
+    def per_million(cls, usd_in: float, usd_out: float) -> "Pricing":
+        """Prices as providers publish them: dollars per million input and output tokens."""
+        for name, value in (("input", usd_in), ("output", usd_out)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"the {name} price must be a finite number of dollars of at least 0, got {value!r}")
+        return cls(usd_in / 1e6, usd_out / 1e6)
+
+    @property
+    def known(self) -> bool:
+        return self.usd_per_input_token is not None
+
+    def describe(self) -> str:
+        if not self.known:
+            return "no price given: tokens counted, dollars unknown"
+        return f"${self.usd_per_input_token * 1e6:g} / ${self.usd_per_output_token * 1e6:g} per million tokens"
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollars for a turn; 0.0 when no price is known (shown as unknown, never as a cost)."""
+        if not self.known:
+            return 0.0
         # Rounded to 1e-12 dollars so that sums of turns stay exact at the chapter's precision.
         return round(prompt_tokens * self.usd_per_input_token + completion_tokens * self.usd_per_output_token, 12)
 
 
 CHAPTER_PRICES = Pricing()
+UNPRICED = Pricing(None, None)
 
 
 def cost(usage: dict, pricing: Pricing = CHAPTER_PRICES) -> float:

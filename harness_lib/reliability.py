@@ -429,13 +429,13 @@ class FaultCase:
 FAST = {"backoff_s": 0.02}
 FAULT_CASES = [
     FaultCase("429 honours Retry-After", ("429:0.3",), "completed", 1, options=FAST),
-    FaultCase("500 is retried", ("500",), "completed", 1, options=FAST),
+    FaultCase("500 ends the run: a retry cannot fix it", ("500",), "failed", 0, "HTTP 500: Injected fault"),
     FaultCase("502 is retried", ("502",), "completed", 1, options=FAST),
     FaultCase("503 is retried", ("503",), "completed", 1, options=FAST),
     FaultCase("a dropped connection is retried", ("drop",), "completed", 1, options=FAST),
     FaultCase("a timeout is retried, not waited out", ("slow:1.2",), "completed", 1,
               options={**FAST, "timeout_s": 0.3}, served_but_unanswered=1, max_seconds=1.1),
-    FaultCase("mixed faults mid-run", ("slow:0", "503", "429:0.05", "drop", "500", "slow:0", "502"),
+    FaultCase("mixed faults mid-run", ("slow:0", "503", "429:0.05", "drop", "504", "slow:0", "502"),
               "completed", 5, options=FAST),
     FaultCase("retries are bounded (503 x3, 2 retries)", ("503", "503", "503"), "failed", 2,
               "gave up after 3 attempts; last: HTTP 503", {**FAST, "max_retries": 2}),

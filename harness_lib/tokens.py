@@ -81,3 +81,19 @@ def count(text: str) -> int:
 def compact(obj) -> str:
     """JSON the way JavaScript's JSON.stringify writes it: no spaces, non-ASCII kept as is."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# -- the counting convention (the chapter's provider's; also the harness's estimate when a server sends no
+# usage). prompt = compact JSON of ``messages`` + compact JSON of ``tools`` (counted separately, 0 without
+# tools); completion = ``content`` ("" when null) + compact JSON of ``tool_calls`` (``[]`` when none).
+def prompt_tokens(messages: list, tools: list | None = None) -> int:
+    return count(compact(messages)) + (count(compact(tools)) if tools else 0)
+
+
+def completion_tokens(message: dict) -> int:
+    return count(message.get("content") or "") + count(compact(message.get("tool_calls") or []))
+
+
+def usage(messages: list, tools: list | None, reply: dict) -> dict:
+    p, c = prompt_tokens(messages, tools), completion_tokens(reply)
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}

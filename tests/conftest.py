@@ -1,8 +1,17 @@
-"""Shared fixtures: one scripted provider per test module, in a background thread."""
+"""Shared fixtures: one scripted provider per test module, in a background thread.
+
+The reader's endpoint seam (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY) is cleared before anything runs, the
+notebooks' kernels included (they inherit this environment): the tests check the chapter, not a server
+the reader happens to have configured. Tests of the seam set the variables themselves (monkeypatch)."""
+
+import os
 
 import pytest
 
 from harness_lib.scripted import ScriptedProvider
+
+for _name in ("LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="module")

@@ -191,12 +191,16 @@ def test_tools_receive_the_idempotency_key(tmp_path):
 
 
 def test_the_run_is_on_disk_before_anything_is_paid_for(tmp_path):
+    seen = []
+
     class Refuses:
         async def complete(self, *a):
-            raise AssertionError(load(tmp_path, "r1").status)
+            seen.append(load(tmp_path, "r1").status)
+            raise RuntimeError("refused")  # an unexpected failure of the model call ends the run failed
     state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="r1")
-    with pytest.raises(AssertionError, match="running"):
-        asyncio.run(run(state, [], Options(client=Refuses(), state_dir=tmp_path)))
+    state = asyncio.run(run(state, [], Options(client=Refuses(), state_dir=tmp_path)))
+    assert seen == ["running"]
+    assert (state.status, load(tmp_path, "r1").status) == ("failed", "failed") and "refused" in state.error
 
 
 def test_a_trace_writer_cuts_a_torn_tail_before_appending(tmp_path):

@@ -40,13 +40,13 @@ def test_fault(case, reference):
 
 def test_retries_are_recorded_in_the_trace_and_not_billed(tmp_path):
     with ScriptedProvider() as provider:
-        provider.inject("503", "500")
+        provider.inject("503", "502")
         trace = Trace(timestamps=False)
         s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp_path).tools(),
                             Options(base_url=provider.base_url, trace=trace, backoff_s=0.01)))
         assert provider.requests == s.turns == 3
     retries = [e for e in trace.events if e["type"] == "retry"]
-    assert [(r["attempt"], r["problem"][:8]) for r in retries] == [(1, "HTTP 503"), (2, "HTTP 500")]
+    assert [(r["attempt"], r["problem"][:8]) for r in retries] == [(1, "HTTP 503"), (2, "HTTP 502")]
     assert all(r["runId"] == s.run_id for r in retries)
     assert f"{s.cost_usd:.6f}" == "0.002470"
 

@@ -14,17 +14,8 @@ costs one token more than later identical turns (runaway prompts: 204, 269, 333,
 
 from __future__ import annotations
 
-from ..tokens import compact, count
+# The convention lives in the core (harness_lib/tokens.py), which also uses it to estimate a reply that
+# comes without usage; the provider takes it from there, so the two can never drift apart.
+from ..tokens import completion_tokens, prompt_tokens, usage
 
-
-def prompt_tokens(messages: list, tools: list | None = None) -> int:
-    return count(compact(messages)) + (count(compact(tools)) if tools else 0)
-
-
-def completion_tokens(message: dict) -> int:
-    return count(message.get("content") or "") + count(compact(message.get("tool_calls") or []))
-
-
-def usage(messages: list, tools: list | None, reply: dict) -> dict:
-    p, c = prompt_tokens(messages, tools), completion_tokens(reply)
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+__all__ = ["prompt_tokens", "completion_tokens", "usage"]
