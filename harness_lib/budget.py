@@ -42,10 +42,12 @@ from .pricing import Pricing
 from .stops import Stop
 
 
-def check_options(strict: bool, margin, budget_usd, pricing: Pricing) -> None:
+def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=None) -> None:
     """Raise ``ValueError`` (at ``Options(...)``, before any run) for a strict budget that could not act."""
     if not isinstance(strict, bool):
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
+        raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
         raise ValueError(f"strict_margin must be a finite number of at least 0 (0.05 = count 5 % more prompt "
                          f"tokens than the local tokenizer does), got {margin!r}")
@@ -61,11 +63,17 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing) -> None:
 @dataclass(frozen=True)
 class Allowance:
     """What the strict budget allowed one call: its prompt as counted here, and the ``max_tokens`` sent
-    (None when output is free: then no cap is needed)."""
+    (None when output is free and no ceiling is set: then no cap is needed)."""
     counted: int          # prompt tokens by the local count
     prompt: int           # ... times 1 + strict_margin, rounded up: what the check assumed
     max_tokens: int | None
     left_usd: float       # the budget minus the spend before the call
+    bought: int | None = None  # the output tokens the money left buys (max_tokens unless the ceiling is lower)
+
+    @property
+    def budget_bound(self) -> bool:
+        """max_tokens is what the budget bought (not the reader's ceiling): a cut there is a budget stop."""
+        return self.max_tokens is not None and self.max_tokens == self.bought
 
     def request(self) -> dict:
         """The extra fields of the request."""
@@ -94,8 +102,11 @@ def _refuse(reason: str, **fields) -> Stop:
     return Stop("budget_exceeded", {"type": "max_budget", "strict": True, "reason": reason, **fields})
 
 
-def allow(state, schemas: list[dict], budget: float, pricing: Pricing, margin: float, trace) -> Allowance | Stop:
-    """Before a model call: the call's ``Allowance``, or the ``Stop`` that refuses it."""
+def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
+    """Before a model call: the call's ``Allowance``, or the ``Stop`` that refuses it. ``opts``: the run's
+    ``Options`` (``max_budget_usd``, ``pricing``, ``strict_margin``, and ``strict_max_tokens``, a ceiling
+    on the output asked for: servers refuse a max_tokens above the model's limit, vLLM and OpenAI with a 400)."""
+    budget, pricing, margin, ceiling = opts.max_budget_usd, opts.pricing, opts.strict_margin, opts.strict_max_tokens
     counted = tokens.prompt_tokens(state.messages, schemas)
     prompt = math.ceil(counted * (1 + margin))
     left = round(budget - state.total_cost_usd, 12)
@@ -104,19 +115,20 @@ def allow(state, schemas: list[dict], budget: float, pricing: Pricing, margin: f
         hit = _refuse(f"refused before paying: the prompt alone ({prompt:,} tokens, "
                       f"${pricing.cost(prompt, 0):.6f}) would cross the budget ({dollars})", prompt_tokens=prompt)
     elif pricing.usd_per_output_token == 0:
-        hit = Allowance(counted, prompt, None, left)
+        hit = Allowance(counted, prompt, ceiling, left)
     elif (most := _most_output(state, pricing, prompt, budget)) < 1:
         hit = _refuse(f"refused before paying: after the prompt ({prompt:,} tokens) the money left buys no "
                       f"output token ({dollars})", prompt_tokens=prompt)
     else:
-        hit = Allowance(counted, prompt, most, left)
+        hit = Allowance(counted, prompt, most if ceiling is None else min(most, ceiling), left, most)
     trace.emit(state.run_id, "strict_budget", turn=state.turns + 1, promptCounted=counted, promptAssumed=prompt,
                leftUsd=left, **({"maxTokens": hit.max_tokens} if isinstance(hit, Allowance) else {"refused": True}))
     return hit
 
 
-def settle(state, turn, allowed: Allowance, budget: float, pricing: Pricing) -> Stop | None:
+def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
     """After the reply, once it is recorded (paid): the stop the turn calls for, if any."""
+    budget = opts.max_budget_usd
     over = state.total_cost_usd > budget
     spent = f"${state.total_cost_usd:.6f} spent of the ${budget:g} budget"
     if allowed.max_tokens is not None and turn.completion_tokens > allowed.max_tokens:
@@ -125,15 +137,18 @@ def settle(state, turn, allowed: Allowance, budget: float, pricing: Pricing) -> 
                                     f"({spent}{', over it' if over else ''}); the strict budget cannot be kept "
                                     f"against this provider")
     if over:
+        need = margin_for(allowed.counted, turn.prompt_tokens)
         return Stop("failed", error=f"the strict budget's prompt estimate was short: the server billed "
                                     f"{turn.prompt_tokens:,} prompt tokens where the local count was "
                                     f"{allowed.counted:,} (assumed {allowed.prompt:,}) ({spent}, over it); "
-                                    f"raise strict_margin to at least {margin_for(allowed.counted, turn.prompt_tokens):.3f}")
-    if turn.finish == "length" and allowed.max_tokens is not None:
+                                    f"raise strict_margin to at least {need:.3f}")
+    if turn.finish == "length" and allowed.budget_bound:  # a cut at the reader's ceiling fails, as any cut
         cut = state.messages.pop()  # paid and recorded, but not an answer: kept out of the transcript
         state.per_turn[-1]["cut"] = "max_tokens"
+        short = (" (fewer than it was sent: if the server has a lower output limit of its own, more money "
+                 "will not help)" if turn.completion_tokens < allowed.max_tokens else "")
         return _refuse(f"the reply was cut at the max_tokens the budget bought ({turn.completion_tokens} of "
-                       f"{allowed.max_tokens} tokens; {spent}): paid and recorded, not an answer",
+                       f"{allowed.max_tokens} tokens{short}; {spent}): paid and recorded, not an answer",
                        cut_reply=cut)
     return None
 

@@ -21,7 +21,7 @@ from harness_lib.chapter import plots
 from harness_lib.chapter.experiments import continue_run, scenario
 from harness_lib.loop import Options, run
 from harness_lib.pricing import CHAPTER_PRICES, UNPRICED, Pricing
-from harness_lib.scripted.scripts import asks, call, text, turn_index, TIMEOUT_ANSWER
+from harness_lib.scripted.scripts import TIMEOUT_ANSWER, asks, call, text, turn_index
 from harness_lib.scripted.server import cut_to
 from harness_lib.state import load, new_run
 from harness_lib.trace import Trace
@@ -266,3 +266,21 @@ def test_cli_strict_budget():
     assert out["interruption"]["strict"] and out["interruption"]["reason"].startswith("refused before paying")
     r = cli("run", "runaway", "--strict-budget")
     assert r.returncode == 2 and "needs a budget" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- a ceiling on max_tokens: servers refuse one above the model's limit ------------------------------------------
+def test_the_ceiling_caps_max_tokens_and_a_cut_there_is_not_a_budget_stop():
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 1.0, strict_max_tokens=5))  # $1 buys ~83,000 output tokens: more than many servers allow
+    assert model.sent == [{"max_tokens": 5}]
+    assert s.status == "failed" and "length limit" in s.error  # the reader's ceiling, not the money: as any cut
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.003, strict_max_tokens=100))  # $0.003 buys 216 at first
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.003
+    assert model.sent[0]["max_tokens"] == 100 and model.sent[-1]["max_tokens"] < 100  # the money binds at the end
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_a_ceiling_that_is_not_a_whole_number_of_at_least_1_is_refused(bad):
+    with pytest.raises(ValueError, match="strict_max_tokens"):
+        Options(base_url="http://x", max_budget_usd=0.01, strict_budget=True, strict_max_tokens=bad)
