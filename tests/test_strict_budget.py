@@ -57,10 +57,10 @@ class Model:
         return {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
 
 
-async def drive(client, budget_usd, *, strict=True, **options):
+async def drive(client, budget_usd, *, strict=True, task=TASK, **options):
     ws = Workspace.copy_of()
     trace = Trace(timestamps=False)
-    state = await run(new_run(SYSTEM_PROMPT, TASK, "fake"), ws.tools(),
+    state = await run(new_run(SYSTEM_PROMPT, task, "fake"), ws.tools(),
                       Options(client=client, trace=trace, max_budget_usd=budget_usd, strict_budget=strict, **options))
     return state, trace.events
 
@@ -284,3 +284,44 @@ def test_the_ceiling_caps_max_tokens_and_a_cut_there_is_not_a_budget_stop():
 def test_a_ceiling_that_is_not_a_whole_number_of_at_least_1_is_refused(bad):
     with pytest.raises(ValueError, match="strict_max_tokens"):
         Options(base_url="http://x", max_budget_usd=0.01, strict_budget=True, strict_max_tokens=bad)
+
+
+# -- another tokenizer: the local count is an estimate, and the margin is what makes it hold ---------------------
+def test_tokenizer_margin_measured_against_cl100k(url):
+    table, samples, m = go(B.tokenizer_margin(url))
+    assert m["margin.requests"] == len(table) == 49 and m["margin.scripted_needed"] == 0.0  # exact here
+    assert (table["billed"] == table["o200k"]).all()
+    assert 0.9 < m["margin.cl100k_min_ratio"] <= m["margin.cl100k_max_ratio"] < 1  # the chapter's requests
+    assert m["margin.cl100k_needed"] == 0.0
+    assert samples.loc["japanese", "ratio"] > 1.3 and samples.loc["english", "ratio"] == 1.0
+
+
+class CL100KServer(Model):
+    """A server whose tokenizer is cl100k_base: it bills the prompt its own way (same convention)."""
+    enc = None
+
+    async def complete(self, model, messages, tools=None, **extra):
+        data = await super().complete(model, messages, tools, **extra)
+        CL100KServer.enc = CL100KServer.enc or B.cl100k()
+        data["usage"]["prompt_tokens"] = len(self.enc.encode_ordinary(tokens.compact(messages))) + \
+            len(self.enc.encode_ordinary(tokens.compact(tools)))
+        return data
+
+
+JAPANESE_TASK = ("どのファイルにタイムアウトが記載されていますか？"
+                 "ログを調べて、ワーカーの番号と待ち時間を日本語で簡潔に答えてください。") * 8
+
+
+def test_another_tokenizer_needs_the_margin_it_measures():
+    s, ev = go(drive(CL100KServer(runaway_reply), 0.01))  # English requests: cl100k counts fewer, no margin needed
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.01
+    assert budget.margin_needed(ev) == 0.0
+    budgets = [round(0.005 + 0.0005 * i, 6) for i in range(30)]
+    runs = [go(drive(CL100KServer(runaway_reply), b, task=JAPANESE_TASK)) for b in budgets]  # cl100k counts more
+    over = [(b, s) for b, (s, _) in zip(budgets, runs) if s.total_cost_usd > b]
+    assert over and all(s.status == "failed" and "estimate was short" in s.error for _, s in over)
+    needed = max(budget.margin_needed(ev) for _, ev in runs)
+    assert 0.1 < needed < 0.5
+    for b in budgets:  # the margin the trace measured makes the guarantee hold again, at every budget
+        s, _ = go(drive(CL100KServer(runaway_reply), b, task=JAPANESE_TASK, strict_margin=needed))
+        assert s.status == "budget_exceeded" and s.total_cost_usd <= b
