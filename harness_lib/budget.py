@@ -88,14 +88,18 @@ def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
 
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:
     """The largest completion that keeps the run within ``budget`` (0 when not even one token fits)."""
-    per_token = pricing.usd_per_output_token
     left = budget - spent_after(state, pricing, prompt, 0)
-    n = max(int(math.floor(left / per_token)), 0)
-    while n > 0 and spent_after(state, pricing, prompt, n) > budget:   # float rounding: at most a step or two
-        n -= 1
-    while spent_after(state, pricing, prompt, n + 1) <= budget:
-        n += 1
-    return n
+    guess = max(int(math.floor(left / pricing.usd_per_output_token)), 0) + 2  # float rounding: a step or two over
+
+    def fits(n: int) -> bool:
+        return spent_after(state, pricing, prompt, n) <= budget
+    if fits(guess):
+        return guess
+    low, high = 0, guess  # fits(low), not fits(high): bisect (a price near 0 can put the edge far from the guess)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
 
 
 def _refuse(reason: str, **fields) -> Stop:

@@ -216,6 +216,15 @@ def test_free_output_sends_no_max_tokens():
     assert model.sent and all("max_tokens" not in extra for extra in model.sent)
 
 
+@pytest.mark.parametrize("usd_out", [1e-20, 1e-9, 12e-6, 1.0, 1e6])
+def test_any_output_price_gives_a_max_tokens_that_fits(usd_out):
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.005, pricing=Pricing(2e-6, usd_out), max_turns=30))
+    assert s.total_cost_usd <= 0.005 and s.status in ("budget_exceeded", "max_turns_exceeded")
+    for extra, turn in zip(model.sent, s.per_turn):
+        assert turn["completion_tokens"] <= extra["max_tokens"]
+
+
 def test_off_the_request_carries_no_max_tokens():
     model = Model(runaway_reply)
     s, _ = go(drive(model, 0.005, strict=False))
