@@ -267,8 +267,8 @@ async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> 
 
     trace = _Visible(args.trace, steps=args.stream)
     opts = Options(base_url=base_url, api_key=args.api_key,
-                   max_turns=args.max_turns, max_budget_usd=args.budget, strict_budget=args.strict_budget,
-                   tool_errors=args.tool_errors,
+                   max_turns=args.max_turns, max_budget_usd=args.budget, tool_errors=args.tool_errors,
+                   strict_budget=args.strict_budget,
                    dedupe=args.dedupe, trace=trace, state_dir=args.state_dir, pricing=args.pricing,
                    timeout_s=args.timeout, stream=args.stream, on_text=show if args.stream else None)
     started = time.perf_counter()

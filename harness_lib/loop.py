@@ -11,7 +11,7 @@ Each iteration does three things, in this order:
    resumed or approved run continues exactly where it stopped and never pays for a turn twice, and go
    back to 1;
 3. with nothing owed, ask the model, add the turn's cost as soon as the reply is back, and return if it
-   asked for nothing.
+   asked for nothing. (With ``strict_budget``, the call is priced before it is made: ``budget.py``.)
 
 The state is saved (with ``state_dir``) when the run starts, after every turn and tool result, before a
 write begins, and when it stops, so a process killed anywhere can be continued from disk: a transcript
