@@ -122,6 +122,8 @@ def test_budget_below_the_first_prompt_is_refused_before_paying(url):
     assert s.interruption["type"] == "max_budget" and s.interruption["strict"]
     assert s.interruption["reason"].startswith("refused before paying: the prompt alone (204 tokens")
     assert not events(out, "turn") and events(out, "run_stopped")[-1]["status"] == "budget_exceeded"
+    again = go(continue_run(url, out, max_budget_usd=0.0001, strict_budget=True))  # resumed as it was: refused again
+    assert (again.state.status, again.state.turns, again.state.cost_usd) == ("budget_exceeded", 0, 0)
 
 
 def test_no_money_for_one_output_token_is_refused(url):
