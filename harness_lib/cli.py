@@ -208,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
         q.add_argument("--max-turns", type=_turn_cap, metavar="N|none",
                        help=f"turn cap (default {DEFAULT_MAX_TURNS}; 0 or none: no cap)")
         q.add_argument("--budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
+        q.add_argument("--strict-budget", action="store_true", help="with --budget: price each call before "
+                       "making it (local token count, max_tokens), so the budget is never crossed")
         q.add_argument("--tool-errors", choices=POLICIES, default="descriptive")
         q.add_argument("--dedupe", choices=DEDUPE, default="off")
         q.add_argument("--trace", help="append the JSONL trace to this file")
@@ -266,6 +268,7 @@ async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> 
     trace = _Visible(args.trace, steps=args.stream)
     opts = Options(base_url=base_url, api_key=args.api_key,
                    max_turns=args.max_turns, max_budget_usd=args.budget, tool_errors=args.tool_errors,
+                   strict_budget=args.strict_budget,
                    dedupe=args.dedupe, trace=trace, state_dir=args.state_dir, pricing=args.pricing,
                    timeout_s=args.timeout, stream=args.stream, on_text=show if args.stream else None)
     started = time.perf_counter()

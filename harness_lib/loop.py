@@ -11,7 +11,7 @@ Each iteration does three things, in this order:
    resumed or approved run continues exactly where it stopped and never pays for a turn twice, and go
    back to 1;
 3. with nothing owed, ask the model, add the turn's cost as soon as the reply is back, and return if it
-   asked for nothing.
+   asked for nothing. (With ``strict_budget``, the call is priced before it is made: ``budget.py``.)
 
 The state is saved (with ``state_dir``) when the run starts, after every turn and tool result, before a
 write begins, and when it stops, so a process killed anywhere can be continued from disk: a transcript
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import budget
 from .client import ModelClient, ModelError
 from .pricing import CHAPTER_PRICES, Pricing
 from .reply import ask, record
@@ -61,6 +62,9 @@ class Options:
     api_key: str = "not-needed"
     max_turns: int | None = None
     max_budget_usd: float | None = None
+    strict_budget: bool = False   # price each call before making it: the budget is never crossed (budget.py)
+    strict_margin: float = 0.0    # count this much more prompt than the local tokenizer does (another server's)
+    strict_max_tokens: int | None = None  # never ask for more output than the model allows (vLLM, OpenAI: 400)
     stops: list[StopCondition] = field(default_factory=list)
     tool_errors: str | Callable[[Exception], str] = "descriptive"
     dedupe: str = "off"
@@ -91,6 +95,8 @@ class Options:
         if self.max_budget_usd is not None and not self.pricing.known:
             raise ValueError("a budget in dollars needs a price: give the prices per million tokens "
                              "(Pricing.per_million, --price-in / --price-out), or cap the turns instead")
+        budget.check_options(self.strict_budget, self.strict_margin, self.max_budget_usd, self.pricing,
+                             self.strict_max_tokens)
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
         # Validate the limits now, not at the first turn: a NaN budget must never start a run.
@@ -239,8 +245,13 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                     if (hit := await execute(call)) is not None:
                         return stop(hit.status, hit.interruption)
                 continue                                           #    then check again
-            turn = await ask(client, state, schemas)               # 3. ask, read the reply (reply.py),
-            record(state, turn, opts.pricing, trace)               #    and pay for it at once
+            allowed = budget.allow(state, schemas, opts, trace) if opts.strict_budget else None  # priced first
+            if isinstance(allowed, Stop):
+                return stop(allowed.status, allowed.interruption)
+            turn = await ask(client, state, schemas, **(allowed.request() if allowed else {}))  # 3. ask,
+            record(state, turn, opts.pricing, trace)               #    read the reply, and pay for it at once
+            if allowed and (hit := budget.settle(state, turn, allowed, opts)):
+                return stop(hit.status, hit.interruption, hit.error)
             checkpoint()
             if turn.problem:                                       # cut or filtered: not an answer
                 state.error = turn.problem

@@ -228,11 +228,12 @@ def used_ids(messages: list[dict]) -> set:
             if isinstance(c, dict)}
 
 
-async def ask(client, state, schemas: list[dict]) -> Turn:
+async def ask(client, state, schemas: list[dict], **extra) -> Turn:
     """Call the model with the run's transcript and read its reply. Whatever goes wrong while reading it
-    becomes a ``ModelError`` with a message (the run ends ``failed``), never an exception that escapes."""
+    becomes a ``ModelError`` with a message (the run ends ``failed``), never an exception that escapes.
+    ``extra``: more fields for the request (the strict budget's ``max_tokens``)."""
     try:
-        data = await client.complete(state.model, state.messages, schemas)
+        data = await client.complete(state.model, state.messages, schemas, **extra)
         return read_reply(data, state.messages, schemas, used_ids(state.messages), state.turns + 1)
     except ModelError:
         raise

