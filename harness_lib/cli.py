@@ -1,7 +1,15 @@
 """The command line: ``python -m harness_lib serve | run | resume | chapter``.
 
-Exit code 0 for any of the five exits (a stop is an answer, not a crash); 2 for a usage error or a
-state file that cannot be used.
+Exit code 0 for any of the five exits (a stop is an answer, not a crash); 2 for a usage error, a state
+file that cannot be used, a run another process owns, or an environment that cannot hold the run (a
+folder that is a file or read-only, a full disk), always as one line that says what to fix; 128 + the
+signal's number (130 for Ctrl-C, 143 for SIGTERM) when a signal stopped the run, saved and resumable.
+
+A run carries its options: ``run`` saves them in the state (``SAVED``), ``resume`` continues with them,
+and an option given to ``resume`` is a change, validated, recorded and traced (``config_changed``). One
+process owns a run at a time (``lock.py``); what ``resume`` is asked to do is checked against the
+workspace's ledger (``ledger.py``) first. Everything printed that came from a model, a tool or a server
+goes through ``terminal.visible``.
 """
 
 from __future__ import annotations
@@ -9,15 +17,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import json
 import math
 import os
+import shlex
+import signal
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
+from . import ledger
+from .ledger import LedgerError
+from .lock import RunLock, RunLockError
 from .loop import DEDUPE, POLICIES, Options, run
-from .state import DecisionError, RunState, StateFileError, approve, load, new_run, reject, state_path
+from .state import (
+    DecisionError,
+    RunState,
+    StateFileError,
+    approve,
+    check_run_id,
+    load,
+    make_reserve,
+    new_run,
+    reject,
+    reserve_path,
+    save,
+    state_path,
+)
+from .stops import Stop
+from .terminal import json_safe, visible
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -33,19 +64,21 @@ def summary(state: RunState, scenario: str, wall_ms: float) -> dict:
 
 
 def chapter_line(s: dict, label: str) -> str:
-    """The chapter's own line format."""
-    lines = [f"{label:<15} turns={s['turns']}  tools={s['tool_runs']}  in={s['prompt_tokens']:,}  "
+    """The chapter's own line format. Whatever came from the model or a server is shown ``visible``."""
+    lines = [f"{visible(label):<15} turns={s['turns']}  tools={s['tool_runs']}  in={s['prompt_tokens']:,}  "
              f"out={s['completion_tokens']:,}  cost=${s['cost_usd']:.6f}  ms={s['wall_ms']:.0f}  status={s['status']}"]
     if s["answer"] is not None:
-        lines.append(f"   answer: {json.dumps(s['answer'], ensure_ascii=False)}")
+        lines.append(f"   answer: {visible(json.dumps(s['answer'], ensure_ascii=False))}")
     i = s["interruption"]
     if i and i["type"] == "approval":
+        args = json.dumps(i["args"], separators=(",", ":"), ensure_ascii=False)
         lines.append(f"   stopped at turn {s['turns']}: interrupted / approval -> "
-                     f"{i['toolName']}({json.dumps(i['args'], separators=(',', ':'))})  [call {i['callId']}]")
+                     f"{visible(i['toolName'])}({visible(args)})  [call {visible(i['callId'])}]")
     elif i:
-        lines.append(f"   stopped: {s['status']} / {i['type']}" + (f" ({i['reason']})" if i.get("reason") else ""))
+        lines.append(f"   stopped: {s['status']} / {i['type']}" +
+                     (f" ({visible(i['reason'])})" if i.get("reason") else ""))
     if s["error"]:
-        lines.append(f"   error: {s['error']}")
+        lines.append(f"   error: {visible(s['error'])}")
     lines.append("   per-turn prompt tokens: " + ", ".join(str(p) for p in s["per_turn_prompt_tokens"]))
     return "\n".join(lines)
 
@@ -71,6 +104,61 @@ def _budget(text: str) -> float:
     return value
 
 
+def _nonempty(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _run_id(text: str) -> str:
+    try:
+        return check_run_id(text)
+    except StateFileError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+# -- the options a run carries ---------------------------------------------------------------------------
+def _optional(check):
+    return lambda v: None if v is None else check(v)
+
+
+def _is(kind, test=lambda v: True, what=""):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, kind) or not test(v):
+            raise ValueError(f"{v!r} is not {what}")
+        return v
+    return check
+
+
+def _finite(v) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+# Saved in the state by ``run``, continued by ``resume``: argparse dest -> (default for run, the check a
+# value read back from a state file must pass). A new option joins the saved configuration by one line
+# here and one ``saved(...)`` line in ``parser``. The API key is never saved (it stays in LLM_API_KEY).
+SAVED = {
+    "max_turns": (None, _optional(_is(int, lambda v: v >= 1, "a whole number of at least 1"))),
+    "budget": (None, _optional(_is((int, float), lambda v: _finite(v) and v > 0, "a number above 0"))),
+    "tool_errors": ("descriptive", _is(str, lambda v: v in POLICIES, f"one of {POLICIES}")),
+    "dedupe": ("off", _is(str, lambda v: v in DEDUPE, f"one of {DEDUPE}")),
+    "trace": (None, _optional(_is(str, bool, "a file name"))),
+    "base_url": (None, _optional(_is(str, bool, "a URL"))),
+    "latency_ms": (0.0, _is((int, float), _finite, "a number of at least 0")),
+}
+
+
+def saved_config(config: dict) -> dict:
+    """The state's configuration, checked value by value (``StateFileError`` names the bad one)."""
+    out = {}
+    for name, (default, check) in SAVED.items():
+        try:
+            out[name] = check(config.get(name, default))
+        except ValueError as e:
+            raise StateFileError(f"the saved option {name}: {visible(e)}") from None
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness_lib", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,14 +168,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--latency-ms", type=float, default=0.0)
 
-    def limits(q):
-        q.add_argument("--max-turns", type=_positive_int)
-        q.add_argument("--budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
-        q.add_argument("--tool-errors", choices=POLICIES, default="descriptive")
-        q.add_argument("--dedupe", choices=DEDUPE, default="off")
-        q.add_argument("--trace", help="append the JSONL trace to this file")
-        q.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: start the scripted provider")
-        q.add_argument("--latency-ms", type=_seconds, default=0.0, help="the scripted provider's latency")
+    def limits(q, resume: bool):
+        # On resume an option left out keeps the run's saved value (SUPPRESS: absent unless given).
+        def saved(*names, **kw):
+            q.add_argument(*names, **kw, default=argparse.SUPPRESS if resume else SAVED[kw["dest"]][0])
+        saved("--max-turns", dest="max_turns", type=_positive_int)
+        saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
+        saved("--tool-errors", dest="tool_errors", choices=POLICIES)
+        saved("--dedupe", dest="dedupe", choices=DEDUPE)
+        saved("--trace", dest="trace", type=_nonempty, help="append the JSONL trace to this file")
+        saved("--base-url", dest="base_url", type=_nonempty,
+              help="an OpenAI-compatible endpoint; default: start the scripted provider")
+        saved("--latency-ms", dest="latency_ms", type=_seconds, help="the scripted provider's latency")
         q.add_argument("--cancel-after", type=_seconds, help="press Stop after this many seconds")
         q.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -97,18 +189,18 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--task", default=TASK)
     r.add_argument("--state-dir")
     r.add_argument("--workspace", help="the folder the tools act on (default: a fresh copy of data/workspace)")
-    r.add_argument("--run-id")
-    limits(r)
+    r.add_argument("--run-id", type=_run_id)
+    limits(r, resume=False)
 
     z = sub.add_parser("resume", help="continue a saved run, optionally deciding a pending call")
-    z.add_argument("run_id")
+    z.add_argument("run_id", type=_run_id)
     z.add_argument("--state-dir", required=True)
     decide = z.add_mutually_exclusive_group()
     decide.add_argument("--approve", metavar="CALL_ID")
     decide.add_argument("--reject", metavar="CALL_ID")
     z.add_argument("--reason", help="with --reject: the words the model reads")
     z.add_argument("--silent", action="store_true", help="with --reject: leave the transcript slot empty")
-    limits(z)
+    limits(z, resume=True)
 
     c = sub.add_parser("chapter", help="every chapter figure, recomputed, beside the chapter's")
     c.add_argument("--json", action="store_true")
@@ -117,94 +209,289 @@ def parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def endpoint(args):
-    if args.base_url:
-        yield args.base_url
+def endpoint(config: dict):
+    if config["base_url"]:
+        yield config["base_url"]
     else:
         from .scripted import ScriptedProvider  # only the CLI knows both sides of the wire
-        with ScriptedProvider(latency_ms=args.latency_ms) as provider:
+        with ScriptedProvider(latency_ms=config["latency_ms"]) as provider:
             yield provider.base_url
 
 
-async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> tuple[RunState, float]:
+def scenario_tools(scenario: str, workspace: Workspace, base_url: str, config: dict) -> list:
+    """The workspace's four tools; ``delegate`` also gets its research subagent (the scripted ``plan``
+    model answers it; against a real endpoint, the run's own model does)."""
+    tools = workspace.tools()
+    if scenario == "delegate":
+        from .subagent import research_tool
+        tools = [research_tool(workspace.tools(), base_url, "plan" if not config["base_url"] else scenario,
+                               api_key=os.environ.get("LLM_API_KEY", "not-needed")), *tools]
+    return tools
+
+
+# -- signals: finish the step in flight, save, stop -------------------------------------------------------
+GRACE_S = 10.0  # after the first signal, how long the step in flight may take before it is cancelled
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+class Signalled(BaseException):
+    """A signal that came when no run was going (starting up, or printing): stop, quietly."""
+
+    def __init__(self, signum: int):
+        super().__init__(SIGNALS[signum])
+        self.signum = signum
+
+
+def _raise_signalled(signum, frame):
+    raise Signalled(signum)
+
+
+@contextlib.contextmanager
+def quiet_signals():
+    """Outside the run, Ctrl-C and SIGTERM end the process with one line, never a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, _raise_signalled) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def _on_signals(task: asyncio.Task, heard: list[int]):
+    """First signal: stop at the next step boundary (the reply or tool result in flight is saved, no turn
+    is paid and lost). Second signal, or ``GRACE_S`` later: cancel now. Any more: ignored."""
+    loop = asyncio.get_running_loop()
+
+    def heard_one(signum: int):
+        heard.append(signum)
+        if task.done() or len(heard) > 2:
+            return
+        if len(heard) == 1:
+            print(f"{SIGNALS[signum]}: stopping after the current step (again to stop at once)", file=sys.stderr)
+            loop.call_later(GRACE_S, lambda: task.done() or task.cancel(f"{SIGNALS[signum]} (step cut short)"))
+        else:
+            task.cancel(SIGNALS[heard[0]])
+
+    if threading.current_thread() is threading.main_thread():
+        for s in SIGNALS:
+            loop.add_signal_handler(s, heard_one, s)
+
+
+async def _drive(state: RunState, tools: list, args, config: dict, base_url: str,
+                 state_dir) -> tuple[RunState, float, list[int]]:
+    heard: list[int] = []
+
+    def signalled(s: RunState):
+        return Stop("interrupted", {"type": "cancelled", "reason": SIGNALS[heard[0]]}) if heard else None
+
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY", "not-needed"),
-                   max_turns=args.max_turns, max_budget_usd=args.budget, tool_errors=args.tool_errors,
-                   dedupe=args.dedupe, trace=Trace(args.trace) if args.trace else None,
-                   state_dir=args.state_dir)
+                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
+                   tool_errors=config["tool_errors"], dedupe=config["dedupe"],
+                   trace=Trace(config["trace"]) if config["trace"] else None, state_dir=state_dir)
     started = time.perf_counter()
-    task = asyncio.ensure_future(run(state, workspace.tools(), opts))
+    task = asyncio.ensure_future(run(state, tools, opts))
+    _on_signals(task, heard)
     if args.cancel_after is not None:
         asyncio.get_running_loop().call_later(args.cancel_after, task.cancel, "user pressed Stop")
-    state = await task
-    return state, (time.perf_counter() - started) * 1000
+    try:
+        state = await task
+    except asyncio.CancelledError:
+        pass  # a second signal while the run was closing its connection: the run had stopped and saved
+    return state, (time.perf_counter() - started) * 1000, heard
 
 
-def _finish(state: RunState, args, wall_ms: float, label: str) -> int:
+def _finish(state: RunState, args, wall_ms: float, label: str, heard: list[int]) -> int:
     s = summary(state, state.meta.get("scenario", state.model), wall_ms)
     if args.json:
-        print(json.dumps(s, ensure_ascii=False))
+        print(json_safe(json.dumps(s, ensure_ascii=False)))
     else:
         print(chapter_line(s, label))
         if state.resumable and args.state_dir:
-            print(f"   run {state.run_id} saved in {args.state_dir}: python -m harness_lib resume {state.run_id} "
-                  f"--state-dir {args.state_dir}")
+            print(f"   run {state.run_id} saved in {visible(args.state_dir)}: python -m harness_lib resume "
+                  f"{state.run_id} --state-dir {visible(shlex.quote(str(args.state_dir)))}")
+    if (state.error or "").startswith("cannot write the run's files"):
+        print(f"error: run {state.run_id}: {visible(state.error)}; every paid turn is saved: make room "
+              f"(or fix the folder), then `resume {state.run_id} --state-dir {visible(args.state_dir)}`",
+              file=sys.stderr)
+        return 2
+    reason = (state.interruption or {}).get("reason", "")
+    if heard and state.status == "interrupted" and reason.startswith(SIGNALS[heard[0]]):
+        return 128 + heard[0]
     return 0
+
+
+# -- the environment: folders that can hold a run ----------------------------------------------------------
+class EnvironmentProblem(RuntimeError):
+    """A folder or file the run needs cannot be used: one line that says what to fix."""
+
+
+RESERVE_MIN = 1 << 20  # bytes set aside beside a state (see ``state.save``): room for the last saves
+
+
+def _usable_trace(path: str | None):
+    if path:
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as e:
+            raise EnvironmentProblem(f"cannot write the trace {visible(path)}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _owner(state_dir, run_id: str):
+    """Own the run (``RunLock``) for this block; without a state dir there is nothing to share."""
+    if not state_dir:
+        yield
+        return
+    try:
+        if Path(state_dir).exists() and not Path(state_dir).is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder")
+        lock = RunLock(state_dir, run_id).__enter__()
+    except RunLockError:
+        raise
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot use --state-dir {visible(state_dir)}: {e.strerror or e}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def _reserve(state_dir, run_id: str):
+    """Set aside room beside the state for the saves a full disk would refuse; give it back at the end."""
+    if not state_dir:
+        yield
+        return
+    path = state_path(state_dir, run_id)
+    size = max(RESERVE_MIN, 4 * (path.stat().st_size if path.exists() else 0))
+    try:
+        make_reserve(state_dir, run_id, size)
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot set aside {size // 1024} KiB in --state-dir {visible(state_dir)} "
+                                 f"({e.strerror or e}): free some space, then try again") from None
+    try:
+        yield
+    finally:
+        reserve_path(state_dir, run_id).unlink(missing_ok=True)
+
+
+def _go(state: RunState, workspace: Workspace, args, config: dict, state_dir) -> tuple[RunState, float, list]:
+    with _reserve(state_dir, state.run_id), endpoint(config) as base_url:
+        tools = scenario_tools(state.meta.get("scenario", state.model), workspace, base_url, config)
+        out = asyncio.run(_drive(state, tools, args, config, base_url, state_dir))
+    if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
+        with contextlib.suppress(OSError):
+            ledger.append(workspace, state, "spent", turns=state.turns, costUsd=state.cost_usd)
+    return out
 
 
 def cmd_run(args) -> int:
     if args.workspace and Path(args.workspace).resolve() == DATA_WORKSPACE:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
-    if args.run_id and args.state_dir and state_path(args.state_dir, args.run_id).exists():
-        raise SystemExit(f"error: run {args.run_id} already exists in {args.state_dir}; continue it with "
-                         f"`resume {args.run_id} --state-dir {args.state_dir}`, or give another --run-id")
-    workspace = Workspace(args.workspace) if args.workspace else Workspace.copy_of()
-    if args.state_dir:
-        workspace.keep()  # the saved run names this folder: resume acts on it
-    state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=args.run_id)
-    state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
-    label = args.scenario + (f", cap {args.max_turns}" if args.max_turns else "") + \
-        (f", budget ${args.budget:g}" if args.budget else "")
-    with endpoint(args) as base_url:
-        state, wall_ms = asyncio.run(_drive(state, workspace, args, base_url))
-    return _finish(state, args, wall_ms, label)
+    _usable_trace(args.trace)
+    run_id = args.run_id or uuid.uuid4().hex[:12]
+    with _owner(args.state_dir, run_id):
+        if args.state_dir and state_path(args.state_dir, run_id).exists():
+            raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
+                             f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
+        if args.workspace:
+            workspace = Workspace(args.workspace)
+        elif args.state_dir:  # the run's own copy lives with the run, not in the temp folder
+            into = Path(args.state_dir) / f"{run_id}.workspace"
+            if into.exists():
+                raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
+                                 f"move it away or give another --run-id")
+            workspace = Workspace.copy_of(into=into)
+        else:
+            workspace = Workspace.copy_of()
+        state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=run_id)
+        state.config = {name: getattr(args, name) for name in SAVED}
+        state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
+        if args.state_dir:
+            ledger.bind(workspace, state)
+        label = args.scenario + (f", cap {args.max_turns}" if args.max_turns else "") + \
+            (f", budget ${args.budget:g}" if args.budget else "")
+        state, wall_ms, heard = _go(state, workspace, args, state.config, args.state_dir)
+    return _finish(state, args, wall_ms, label, heard)
+
+
+def _changes(state: RunState, args) -> dict:
+    """The options given to ``resume`` that differ from the run's: {name: {"old", "new"}}."""
+    return {name: {"old": state.config.get(name), "new": getattr(args, name)} for name in SAVED
+            if hasattr(args, name) and getattr(args, name) != state.config.get(name)}
 
 
 def cmd_resume(args) -> int:
-    state = load(args.state_dir, args.run_id)
-    if not state.continuable:
-        raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
-                         f"a budget or an interruption (or whose process died) can be resumed")
-    if args.approve:
-        approve(state, args.approve)
-    elif args.reject:
-        reject(state, args.reject, args.reason, silent=args.silent)
-    workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
-    with endpoint(args) as base_url:
-        state, wall_ms = asyncio.run(_drive(state, workspace, args, base_url))
-    return _finish(state, args, wall_ms, f"{state.meta.get('scenario', state.model)}, resumed")
+    with _owner(args.state_dir, args.run_id):
+        state = load(args.state_dir, args.run_id)
+        if not state.continuable:
+            raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
+                             f"a budget or an interruption (or whose process died) can be resumed")
+        state.config = saved_config(state.config)
+        if args.approve:
+            approve(state, args.approve)
+        elif args.reject:
+            reject(state, args.reject, args.reason, silent=args.silent)
+        changes = _changes(state, args)
+        _usable_trace(getattr(args, "trace", None) or state.config["trace"])
+        if state.meta.get("workspace"):
+            if not isinstance(state.meta["workspace"], str) or not Path(state.meta["workspace"]).is_dir():
+                raise LedgerError(f"the run's workspace {visible(state.meta['workspace'])} is not a folder")
+            workspace = Workspace(state.meta["workspace"])
+            ledger.check(workspace, state, given=args.approve)
+            if args.approve or args.reject:
+                ledger.append(workspace, state, "decision", callId=args.approve or args.reject,
+                              verdict="approve" if args.approve else "reject")
+        else:
+            workspace = Workspace.copy_of()  # a run made in-process, without a workspace of its own
+        if changes:
+            for name, change in changes.items():
+                state.config[name] = change["new"]
+            if state.meta.get("workspace"):
+                ledger.append(workspace, state, "config", config=state.config)
+            if state.config["trace"]:
+                Trace(state.config["trace"]).emit(state.run_id, "config_changed", changes=changes)
+        if changes or args.approve or args.reject:
+            save(state, args.state_dir)  # the decision and the options, on disk before anything runs
+        label = f"{state.meta.get('scenario', state.model)}, resumed"
+        state, wall_ms, heard = _go(state, workspace, args, state.config, args.state_dir)
+    return _finish(state, args, wall_ms, label, heard)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        if args.command == "serve":
-            from .scripted import serve
-            serve(args.host, args.port, args.latency_ms)
-            return 0
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "resume":
-            return cmd_resume(args)
-        from .chapter.report import main as chapter_main
-        return chapter_main(json_out=args.json, execute=args.execute)
-    except (StateFileError, DecisionError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except SystemExit as e:
-        if isinstance(e.code, str):
-            print(e.code, file=sys.stderr)
+    with quiet_signals():
+        try:
+            args = parser().parse_args(argv)
+            if args.command == "serve":
+                from .scripted import serve
+                serve(args.host, args.port, args.latency_ms)
+                return 0
+            if args.command == "run":
+                return cmd_run(args)
+            if args.command == "resume":
+                return cmd_resume(args)
+            from .chapter.report import main as chapter_main
+            return chapter_main(json_out=args.json, execute=args.execute)
+        except (StateFileError, DecisionError, LedgerError, RunLockError, EnvironmentProblem, ValueError,
+                FileNotFoundError) as e:
+            print(f"error: {visible(e)}", file=sys.stderr)
             return 2
-        raise
+        except OSError as e:  # the environment: a full disk, a read-only folder, a name too long
+            where = f" {visible(e.filename)}" if e.filename else ""
+            print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
+            return 2
+        except Signalled as e:
+            print(f"stopped by {e} (nothing left half-done: a run that had begun is saved)", file=sys.stderr)
+            return 128 + e.signum
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+                return 2
+            raise
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .client import ModelClient, ModelError, check_completion
+from .client import RETRYABLE, ModelClient, ModelError, check_completion
 from .pricing import CHAPTER_PRICES, Pricing
 from .state import RunState, pending, save
 from .stops import Stop, StopCondition, max_budget, max_turns
@@ -87,6 +87,12 @@ class Options:
         self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
                           ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
                           list(self.stops)
+
+
+def unreachable(e: ModelError) -> bool:
+    """Retries ran out on a passing failure (5xx, 429, a refused or dropped connection, a timeout):
+    nothing is wrong with the run, only with the way to the provider. A 4xx or a bad body is final."""
+    return e.status in RETRYABLE or (e.status is None and str(e).startswith("gave up after"))
 
 
 def signature(call: dict) -> str:
@@ -190,7 +196,8 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if args is None:
                 raise ValueError(f"malformed arguments for {name}: {bad_args}")
             result = await tool.run(args, ToolContext(state.run_id, call_id, progress=progress(name),
-                                                      report_subrun=state.subruns.append, trace=trace))
+                                                      report_subrun=state.subruns.append, trace=trace,
+                                                      instance=state.instance))
             content = result if isinstance(result, str) else json.dumps(result, default=str)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
@@ -236,16 +243,26 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             state.per_turn.append({"prompt_tokens": usage["prompt_tokens"],
                                    "completion_tokens": usage["completion_tokens"], "cost_usd": turn_cost})
             state.messages.append(message)
-            trace.emit(state.run_id, "turn", turn=state.turns, prompt_tokens=usage["prompt_tokens"],
-                       completion_tokens=usage["completion_tokens"],
-                       total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
-                       costUsd=round(state.total_cost_usd, 6), finish=reply["choices"][0].get("finish_reason"))
-            checkpoint()
+            try:
+                trace.emit(state.run_id, "turn", turn=state.turns, prompt_tokens=usage["prompt_tokens"],
+                           completion_tokens=usage["completion_tokens"],
+                           total_tokens=usage["prompt_tokens"] + usage["completion_tokens"],
+                           costUsd=round(state.total_cost_usd, 6), finish=reply["choices"][0].get("finish_reason"))
+            finally:
+                checkpoint()                                       # a paid turn is saved, even if the trace fails
     except asyncio.CancelledError as e:
         return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
     except ModelError as e:
         state.error = str(e)
+        if unreachable(e):  # the transcript is valid and the next step obvious: resume when it is back
+            return stop("interrupted", {"type": "cancelled", "reason": f"provider unreachable: {e}"})
         return stop("failed")
+    except OSError as e:  # the run's own files: a full disk, a read-only folder. What was paid is saved
+        state.error = f"cannot write the run's files: {describe(e)}"
+        try:
+            return stop("interrupted", {"type": "cancelled", "reason": state.error})
+        except OSError:
+            return state  # on disk: the last save (``running``, so resumable) with every paid turn in it
     finally:
         if opts.client is None:
             await asyncio.shield(client.aclose())
