@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -110,11 +111,9 @@ def _nonempty(text: str) -> str:
     return text
 
 
-def _run_id(text: str) -> str:
-    try:
-        return check_run_id(text)
-    except StateFileError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _absolute(text: str) -> str:
+    """A file name saved with the run: absolute, so that a resume from another folder finds it."""
+    return os.path.abspath(_nonempty(text))
 
 
 # -- the options a run carries ---------------------------------------------------------------------------
@@ -176,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
         saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
         saved("--tool-errors", dest="tool_errors", choices=POLICIES)
         saved("--dedupe", dest="dedupe", choices=DEDUPE)
-        saved("--trace", dest="trace", type=_nonempty, help="append the JSONL trace to this file")
+        saved("--trace", dest="trace", type=_absolute, help="append the JSONL trace to this file")
         saved("--base-url", dest="base_url", type=_nonempty,
               help="an OpenAI-compatible endpoint; default: start the scripted provider")
         saved("--latency-ms", dest="latency_ms", type=_seconds, help="the scripted provider's latency")
@@ -189,11 +188,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--task", default=TASK)
     r.add_argument("--state-dir")
     r.add_argument("--workspace", help="the folder the tools act on (default: a fresh copy of data/workspace)")
-    r.add_argument("--run-id", type=_run_id)
+    r.add_argument("--run-id")
     limits(r, resume=False)
 
     z = sub.add_parser("resume", help="continue a saved run, optionally deciding a pending call")
-    z.add_argument("run_id", type=_run_id)
+    z.add_argument("run_id")
     z.add_argument("--state-dir", required=True)
     decide = z.add_mutually_exclusive_group()
     decide.add_argument("--approve", metavar="CALL_ID")
@@ -218,13 +217,14 @@ def endpoint(config: dict):
             yield provider.base_url
 
 
-def scenario_tools(scenario: str, workspace: Workspace, base_url: str, config: dict) -> list:
-    """The workspace's four tools; ``delegate`` also gets its research subagent (the scripted ``plan``
-    model answers it; against a real endpoint, the run's own model does)."""
+def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list:
+    """The workspace's four tools; ``delegate`` also gets its research subagent. The child asks for the
+    scripted ``plan`` when the run asks for the scripted ``delegate``, else for the run's own model."""
     tools = workspace.tools()
-    if scenario == "delegate":
+    if state.meta.get("scenario") == "delegate":
         from .subagent import research_tool
-        tools = [research_tool(workspace.tools(), base_url, "plan" if not config["base_url"] else scenario,
+        child = "plan" if state.model == "delegate" else state.model
+        tools = [research_tool(workspace.tools(), base_url, child,
                                api_key=os.environ.get("LLM_API_KEY", "not-needed")), *tools]
     return tools
 
@@ -260,9 +260,12 @@ def quiet_signals():
             signal.signal(s, handler)
 
 
+@contextlib.contextmanager
 def _on_signals(task: asyncio.Task, heard: list[int]):
-    """First signal: stop at the next step boundary (the reply or tool result in flight is saved, no turn
-    is paid and lost). Second signal, or ``GRACE_S`` later: cancel now. Any more: ignored."""
+    """While the run goes: the first signal stops it at the next step boundary (the reply or tool result
+    in flight is saved, so no turn is paid and lost); a second one, or ``GRACE_S`` later, cancels it now;
+    any more are ignored. The handlers are Python's own (not the loop's), and the ones before are put
+    back in one step when the run ends, so there is no instant at which a signal kills the process."""
     loop = asyncio.get_running_loop()
 
     def heard_one(signum: int):
@@ -275,9 +278,18 @@ def _on_signals(task: asyncio.Task, heard: list[int]):
         else:
             task.cancel(SIGNALS[heard[0]])
 
-    if threading.current_thread() is threading.main_thread():
-        for s in SIGNALS:
-            loop.add_signal_handler(s, heard_one, s)
+    def handler(signum, frame):
+        loop.call_soon_threadsafe(heard_one, signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 async def _drive(state: RunState, tools: list, args, config: dict, base_url: str,
@@ -293,13 +305,13 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
                    trace=Trace(config["trace"]) if config["trace"] else None, state_dir=state_dir)
     started = time.perf_counter()
     task = asyncio.ensure_future(run(state, tools, opts))
-    _on_signals(task, heard)
-    if args.cancel_after is not None:
-        asyncio.get_running_loop().call_later(args.cancel_after, task.cancel, "user pressed Stop")
-    try:
-        state = await task
-    except asyncio.CancelledError:
-        pass  # a second signal while the run was closing its connection: the run had stopped and saved
+    with _on_signals(task, heard):
+        if args.cancel_after is not None:
+            asyncio.get_running_loop().call_later(args.cancel_after, task.cancel, "user pressed Stop")
+        try:
+            state = await task
+        except asyncio.CancelledError:
+            pass  # a second signal while the run was closing its connection: the run had stopped and saved
     return state, (time.perf_counter() - started) * 1000, heard
 
 
@@ -379,43 +391,52 @@ def _reserve(state_dir, run_id: str):
         reserve_path(state_dir, run_id).unlink(missing_ok=True)
 
 
-def _go(state: RunState, workspace: Workspace, args, config: dict, state_dir) -> tuple[RunState, float, list]:
-    with _reserve(state_dir, state.run_id), endpoint(config) as base_url:
-        tools = scenario_tools(state.meta.get("scenario", state.model), workspace, base_url, config)
-        out = asyncio.run(_drive(state, tools, args, config, base_url, state_dir))
+def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunState, float, list]:
+    with endpoint(state.config) as base_url:
+        tools = scenario_tools(state, workspace, base_url)
+        out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
-            ledger.append(workspace, state, "spent", turns=state.turns, costUsd=state.cost_usd)
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.cost_usd)
     return out
+
+
+def _workspace(args, run_id: str) -> Workspace:
+    if args.workspace:
+        return Workspace(args.workspace)
+    if not args.state_dir:
+        return Workspace.copy_of()
+    into = Path(args.state_dir) / f"{run_id}.workspace"  # the run's own copy lives with the run
+    if into.exists():
+        raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
+                         f"move it away or give another --run-id")
+    try:
+        return Workspace.copy_of(into=into)
+    except OSError as e:
+        shutil.rmtree(into, ignore_errors=True)
+        raise EnvironmentProblem(f"cannot copy the workspace into {visible(into)}: "
+                                 f"{e.strerror or 'the copy failed'}; free some space, then try again") from None
 
 
 def cmd_run(args) -> int:
     if args.workspace and Path(args.workspace).resolve() == DATA_WORKSPACE:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
     _usable_trace(args.trace)
-    run_id = args.run_id or uuid.uuid4().hex[:12]
+    run_id = check_run_id(args.run_id) if args.run_id is not None else uuid.uuid4().hex[:12]
     with _owner(args.state_dir, run_id):
         if args.state_dir and state_path(args.state_dir, run_id).exists():
             raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
                              f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
-        if args.workspace:
-            workspace = Workspace(args.workspace)
-        elif args.state_dir:  # the run's own copy lives with the run, not in the temp folder
-            into = Path(args.state_dir) / f"{run_id}.workspace"
-            if into.exists():
-                raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
-                                 f"move it away or give another --run-id")
-            workspace = Workspace.copy_of(into=into)
-        else:
-            workspace = Workspace.copy_of()
-        state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=run_id)
-        state.config = {name: getattr(args, name) for name in SAVED}
-        state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
-        if args.state_dir:
-            ledger.bind(workspace, state)
-        label = args.scenario + (f", cap {args.max_turns}" if args.max_turns else "") + \
-            (f", budget ${args.budget:g}" if args.budget else "")
-        state, wall_ms, heard = _go(state, workspace, args, state.config, args.state_dir)
+        with _reserve(args.state_dir, run_id):
+            workspace = _workspace(args, run_id)
+            state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=run_id)
+            state.config = {name: getattr(args, name) for name in SAVED}
+            state.meta.update(scenario=args.scenario, workspace=str(workspace.root))
+            if args.state_dir:
+                ledger.bind(args.state_dir, state)
+            label = args.scenario + (f", cap {args.max_turns}" if args.max_turns else "") + \
+                (f", budget ${args.budget:g}" if args.budget else "")
+            state, wall_ms, heard = _go(state, workspace, args, args.state_dir)
     return _finish(state, args, wall_ms, label, heard)
 
 
@@ -426,7 +447,7 @@ def _changes(state: RunState, args) -> dict:
 
 
 def cmd_resume(args) -> int:
-    with _owner(args.state_dir, args.run_id):
+    with _owner(args.state_dir, check_run_id(args.run_id)):
         state = load(args.state_dir, args.run_id)
         if not state.continuable:
             raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
@@ -438,27 +459,21 @@ def cmd_resume(args) -> int:
             reject(state, args.reject, args.reason, silent=args.silent)
         changes = _changes(state, args)
         _usable_trace(getattr(args, "trace", None) or state.config["trace"])
-        if state.meta.get("workspace"):
-            if not isinstance(state.meta["workspace"], str) or not Path(state.meta["workspace"]).is_dir():
-                raise LedgerError(f"the run's workspace {visible(state.meta['workspace'])} is not a folder")
-            workspace = Workspace(state.meta["workspace"])
-            ledger.check(workspace, state, given=args.approve)
-            if args.approve or args.reject:
-                ledger.append(workspace, state, "decision", callId=args.approve or args.reject,
+        ledger.check(args.state_dir, state, saved_config, given=args.approve)
+        # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
+        workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
+        with _reserve(args.state_dir, state.run_id):
+            if args.approve or args.reject:  # in the ledger before the state file says it
+                ledger.append(args.state_dir, state, "decision", callId=args.approve or args.reject,
                               verdict="approve" if args.approve else "reject")
-        else:
-            workspace = Workspace.copy_of()  # a run made in-process, without a workspace of its own
-        if changes:
-            for name, change in changes.items():
-                state.config[name] = change["new"]
-            if state.meta.get("workspace"):
-                ledger.append(workspace, state, "config", config=state.config)
-            if state.config["trace"]:
-                Trace(state.config["trace"]).emit(state.run_id, "config_changed", changes=changes)
-        if changes or args.approve or args.reject:
+            if changes:
+                state.config.update({name: change["new"] for name, change in changes.items()})
+                ledger.append(args.state_dir, state, "config", config=state.config)
+                if state.config["trace"]:
+                    Trace(state.config["trace"]).emit(state.run_id, "config_changed", changes=changes)
             save(state, args.state_dir)  # the decision and the options, on disk before anything runs
-        label = f"{state.meta.get('scenario', state.model)}, resumed"
-        state, wall_ms, heard = _go(state, workspace, args, state.config, args.state_dir)
+            label = f"{state.meta.get('scenario', state.model)}, resumed"
+            state, wall_ms, heard = _go(state, workspace, args, args.state_dir)
     return _finish(state, args, wall_ms, label, heard)
 
 

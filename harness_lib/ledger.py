@@ -1,36 +1,43 @@
-"""The operator's record beside a workspace: which runs it was given to, and what a person decided.
+"""The run's ledger: what the operator gave a run and decided about it, beside its state file.
 
-``<workspace>.runs.jsonl`` holds one JSON line per fact, appended and fsynced, never rewritten:
+``<state_dir>/<run_id>.ledger.jsonl`` holds one JSON line per fact, appended and fsynced, never rewritten:
 
-    {"type": "run", "runId", "instance", "config"}      run was given this folder, with these options
-    {"type": "config", "runId", "instance", "config"}   resume changed the options, on the command line
-    {"type": "decision", "runId", "instance", "callId", "verdict": "approve" | "reject"}
-    {"type": "spent", "runId", "instance", "turns", "costUsd"}   where a process left the run
+    {"type": "run", "instance", "workspace", "config"}   ``run`` gave the run this folder and these options
+    {"type": "config", "instance", "config"}             ``resume`` changed options, on its command line
+    {"type": "decision", "instance", "callId", "verdict": "approve" | "reject"}
+    {"type": "spent", "instance", "turns", "costUsd"}    where a process left the run
 
-The state file says the same things, and is what the loop reads; the ledger is what the CLI checks the
-state file against before it acts, so that an edited state file cannot point the run at a folder the
-operator never gave it, approve a call nobody approved, raise its own limits, or forget what it has spent
-(see the README's threat model). A workspace made by ``Workspace.copy_of`` starts with an empty ledger:
-the first run to use it claims it.
+The state file says the same things and is what the loop reads; the ledger is what the CLI checks the
+state file against before it acts. It is found by the run id the operator typed, never by anything the
+state file says, so an edited state file cannot point the run at a folder the operator never gave it,
+approve a call nobody approved, raise its own limits or forget what it has spent (the README's threat
+model). A run made and saved in-process (a notebook, a test) has no ledger: the first ``resume`` records
+what its state says, and checks every later one against that.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+from typing import Callable
 
-from .state import RunState
+from .state import RunState, state_path
 from .terminal import visible
-from .workspace import DATA_WORKSPACE, Workspace
+from .workspace import DATA_WORKSPACE
 
 
 class LedgerError(RuntimeError):
     """The state file asks for something the operator's record does not allow."""
 
 
-def read(ws: Workspace) -> list[dict]:
+def ledger_path(state_dir: str | Path, run_id: str) -> Path:
+    return state_path(state_dir, run_id).with_suffix(".ledger.jsonl")
+
+
+def read(path: Path) -> list[dict]:
     try:
-        lines = ws.ledger.read_text(errors="replace").splitlines()
+        lines = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return []
     out = []
@@ -44,46 +51,49 @@ def read(ws: Workspace) -> list[dict]:
     return out
 
 
-def append(ws: Workspace, state: RunState, kind: str, **fields) -> None:
-    entry = {"type": kind, "runId": state.run_id, "instance": state.instance, **fields}
-    with open(ws.ledger, "a") as f:
+def append(state_dir: str | Path, state: RunState, kind: str, **fields) -> None:
+    entry = {"type": kind, "instance": state.instance, **fields}
+    with open(ledger_path(state_dir, state.run_id), "a") as f:
         f.write(json.dumps(entry, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
 
-def bind(ws: Workspace, state: RunState) -> None:
-    """The operator gave ``ws`` to this run (``run --workspace``, or a fresh copy)."""
-    if ws.root == DATA_WORKSPACE:
+def bind(state_dir: str | Path, state: RunState) -> None:
+    """The operator gave this run its workspace and options (``run``)."""
+    workspace = state.meta.get("workspace")
+    if workspace is not None and Path(workspace).resolve() == DATA_WORKSPACE:
         raise LedgerError("the tools never act on data/workspace itself")
-    append(ws, state, "run", config=state.config)
+    append(state_dir, state, "run", workspace=workspace and str(Path(workspace).resolve()), config=state.config)
 
 
-def _mine(entries: list[dict], state: RunState) -> list[dict]:
-    return [e for e in entries if e.get("runId") == state.run_id and e.get("instance") == state.instance]
-
-
-def check(ws: Workspace, state: RunState, given: str | None = None) -> None:
-    """Refuse (``LedgerError``) a state file that disagrees with the operator's record; claim a fresh
-    harness-made workspace that no run has used yet. ``given``: the call approved by this very command."""
-    where = visible(str(ws.root))
-    if ws.root == DATA_WORKSPACE:
-        raise LedgerError("the state file points at data/workspace, which the tools never act on")
-    if not ws.ledger.exists():
-        raise LedgerError(f"the state file points at {where}, which was never given to a run (no ledger "
-                          f"{visible(ws.ledger.name)} beside it)")
-    entries = read(ws)
-    mine = _mine(entries, state)
-    if not any(e.get("type") == "run" for e in mine):
-        if any(e.get("type") == "run" for e in entries):
-            raise LedgerError(f"the state file points at {where}, which was given to another run, not to "
-                              f"run {state.run_id} (instance {state.instance or 'none'})")
-        bind(ws, state)  # a harness-made copy nobody has used: this run claims it
+def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict], given: str | None = None) -> None:
+    """Refuse (``LedgerError``) a state file that disagrees with the run's ledger. ``normal`` puts a saved
+    configuration in its current form; ``given`` is the call this very command approves."""
+    path = ledger_path(state_dir, state.run_id)
+    workspace = state.meta.get("workspace")
+    if workspace is not None:
+        if not isinstance(workspace, str) or not Path(workspace).is_dir():
+            raise LedgerError(f"the run's workspace {visible(workspace)} is not a folder")
+        if Path(workspace).resolve() == DATA_WORKSPACE:
+            raise LedgerError("the state file points at data/workspace, which the tools never act on")
+    entries = read(path)
+    mine = [e for e in entries if e.get("instance") == state.instance]
+    runs = [e for e in mine if e.get("type") == "run"]
+    if not runs:
+        if entries:
+            raise LedgerError(f"the state file names run instance {visible(state.instance) or 'none'}, which "
+                              f"{visible(path.name)} has no record of: the file was replaced or edited")
+        bind(state_dir, state)  # made in-process, first seen by the CLI: from now on, this is the record
         return
-    configs = [e.get("config") for e in mine if e.get("type") in ("run", "config")]
-    # The last change is recorded here before the state file is saved with it: a crash between the two
-    # leaves the state one change behind, which is still a configuration the operator gave.
-    if configs and state.config not in configs[-2:]:
+    given_ws = runs[-1].get("workspace")
+    if (workspace and str(Path(workspace).resolve())) != given_ws:
+        raise LedgerError(f"the state file points at {visible(workspace)}, but the run was given "
+                          f"{visible(given_ws)}")
+    configs = [normal(e.get("config") or {}) for e in mine if e.get("type") in ("run", "config")]
+    # A change is recorded here before the state file is saved with it: a crash between the two leaves
+    # the state one change behind, which is still a configuration the operator gave.
+    if state.config not in configs[-2:]:
         changed = sorted(k for k in set(configs[-1]) | set(state.config)
                          if configs[-1].get(k) != state.config.get(k))
         raise LedgerError(f"the state file's options ({', '.join(changed)}) differ from the ones the run was "

@@ -9,9 +9,6 @@ call id): a call whose deletion already happened is answered from the journal an
 The deletion itself is a rename: the file is moved aside, into ``<workspace>.trash/`` under a name made
 from the key, before it is removed. So after a crash anywhere, "moved aside" means done and "still in
 place" means not begun, even if something (a logger) has since created a new file with the same name.
-
-Beside the workspace there is also its ledger (``<workspace>.runs.jsonl``, see ``ledger.py``): which
-runs the operator gave this folder to, and the decisions a person made about their calls.
 """
 
 from __future__ import annotations
@@ -44,7 +41,6 @@ class Workspace:
             raise FileNotFoundError(f"workspace folder {self.root} does not exist")
         self.journal = Path(journal) if journal else self.root.parent / f"{self.root.name}.journal.jsonl"
         self.trash = self.root.parent / f"{self.root.name}.trash"
-        self.ledger = self.root.parent / f"{self.root.name}.runs.jsonl"
         self._tail_checked = False
 
     @classmethod
@@ -55,7 +51,6 @@ class Workspace:
         root = parent / "workspace"
         shutil.copytree(source, root)
         workspace = cls(root)
-        workspace.ledger.touch()  # made by the harness: the first run that resumes on it may claim it
         if into is None:
             workspace._cleanup = weakref.finalize(workspace, shutil.rmtree, parent, True)
         return workspace
@@ -122,6 +117,10 @@ class Workspace:
         """Every path delete_file was run on, whether or not there was still a file to remove."""
         return [e["path"] for e in self.journal_entries() if e.get("op") == "delete" and "done" in e]
 
+    def aside(self, key: str) -> Path:
+        """Where ``delete_file`` moves the file of the operation ``key`` before removing it."""
+        return self.trash / hashlib.sha256(key.encode()).hexdigest()[:32]
+
     # -- the tools ----------------------------------------------------------------------------------
     async def list_files(self, args: dict, ctx: ToolContext) -> str:
         return compact(self.files())
@@ -141,7 +140,7 @@ class Workspace:
                     raise FileNotFoundError(f"{e['result']}. Call list_files to see what exists.")
                 return e["result"]
         target = self.resolve(args.get("path"))
-        aside = self.trash / hashlib.sha256(key.encode()).hexdigest()[:32]
+        aside = self.aside(key)
         started = bool(mine)
         if started and os.path.lexists(aside):
             pass  # moved aside before a crash: done, whatever now stands at the path (a new file, say)
