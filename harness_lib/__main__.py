@@ -1,4 +1,4 @@
-import signal
+import _signal  # the C module: ``signal`` would import enum first, a window a Ctrl-C could land in
 import sys
 
 
@@ -6,8 +6,8 @@ def _early(signum, frame):  # Ctrl-C or SIGTERM while Python is still importing:
     sys.exit(128 + signum)
 
 
-signal.signal(signal.SIGINT, _early)
-signal.signal(signal.SIGTERM, _early)
+_signal.signal(_signal.SIGINT, _early)
+_signal.signal(_signal.SIGTERM, _early)
 
 from .cli import main  # noqa: E402 - the handlers above must be in place before the imports start
 

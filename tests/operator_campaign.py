@@ -69,6 +69,7 @@ class Case:
     name: str
     problems: list[str] = field(default_factory=list)
     tracebacks: int = 0
+    startup_tracebacks: int = 0
     writes_doubled: int = 0
     turns_paid_twice: int = 0
     turns_lost_to_a_second_signal: int = 0
@@ -106,9 +107,16 @@ def finish(p: subprocess.Popen) -> tuple[int, str, str]:
 
 def count_tracebacks(case: Case, *errs: str):
     for err in errs:
-        if "Traceback" in err:
-            case.tracebacks += 1
-            case.problems.append(f"traceback: {err.strip()[-300:]}")
+        if "Traceback" not in err:
+            continue
+        if "harness_lib" not in err and "KeyboardInterrupt" in err:
+            # Ctrl-C while the interpreter itself was starting, before the first line of harness_lib/__main__
+            # ran: no program can catch that; counted apart, and shown
+            case.startup_tracebacks += 1
+            case.note = "Ctrl-C during Python's own start-up"
+            continue
+        case.tracebacks += 1
+        case.problems.append(f"traceback: {err.strip()[-300:]}")
 
 
 def final(case: Case, state_dir: Path, run_id: str):
@@ -206,7 +214,10 @@ def signal_case(rng: random.Random) -> Case:
                 p.send_signal(sig)
         code, out, err = finish(p)
         count_tracebacks(case, err)
-        expected = {0, 128 + sig, 2}
+        startup = {1, -signal.SIGINT} if case.startup_tracebacks else set()
+        # 128 + n is what main returns; -n is a signal landing while the interpreter shuts down, after
+        # main returned (Python restores the default handlers then): a shell shows both as 128 + n.
+        expected = {0, 128 + sig, -sig, 2} | startup
         case.expect(code in expected, f"exit {code}: {err.strip()[-200:]}")
         if code == 2:
             case.expect(not (d / f"{rid}.json").exists() and provider.requests == 0,
@@ -232,7 +243,7 @@ def signal_case(rng: random.Random) -> Case:
             case.note = f"stopped at turn {state.turns}"
             events = read(trace)
             case.expect(events and events[-1]["type"] == "run_stopped", "no run_stopped line at the end of the trace")
-            case.expect(code == 128 + sig, f"exit {code} for a run stopped by {signal.Signals(sig).name}")
+            case.expect(code in (128 + sig, -sig), f"exit {code} for a run stopped by {signal.Signals(sig).name}")
         else:
             case.note = f"ended {state.status} before the signal"
         for _ in range(3):  # the operator continues it
@@ -421,8 +432,10 @@ def tamper_case(name: str, url_provider: ScriptedProvider) -> Case:
         other = Workspace.copy_of(into=tmp / "other")
         other.keep()
         if edit == "other-run":
-            od, ows = _waiting(tmp / "second", url_provider.base_url)
-            edit = (lambda data, o: data["meta"].update(workspace=str(ows)))
+            _, ows = _waiting(tmp / "second", url_provider.base_url)
+
+            def edit(data, o):
+                data["meta"].update(workspace=str(ows))
         path = d / "r.json"
         _edit(path, lambda data: edit(data, other.root))
         before = path.read_bytes(), sorted(os.listdir(ws)), sorted(os.listdir(other.root))
@@ -514,7 +527,8 @@ def hostile_text_cases() -> list[Case]:
             count_tracebacks(case, err)
             raw = [ch for ch in out if ch in "\r\x1b\x9b\u202e"]
             case.expect(code == 0 and not raw, f"raw control characters reached the terminal: {raw}")
-            case.expect("delete_file(" in out and "[call c2\\x0d\\x1b[2K" in out, f"the real call is not shown: {out!r}")
+            case.expect("delete_file(" in out and "[call c2\\x0d\\x1b[2K" in out,
+                        f"the real call is not shown: {out!r}")
             case.note = next((line.strip()[:110] for line in out.splitlines() if "approval" in line), "")
             cases.append(case)
             case = Case("hostile text", "escape sequences in the answer, line and --json")
@@ -522,9 +536,11 @@ def hostile_text_cases() -> list[Case]:
             code, out, err = in_process("resume", "r", "--state-dir", d, "--approve", evil_id, "--json")
             count_tracebacks(case, err)
             parsed = json.loads(out)
-            case.expect(code == 0 and not [ch for ch in out if ch in "\x1b\x07\x9b\u202e"], f"raw controls: {out!r}")
+            case.expect(code == 0 and not [ch for ch in out if ch in "\x1b\x07\x9b\u202e"],
+                        f"raw controls: {out!r}")
             case.expect(parsed["answer"].startswith("done \x1b]0;pwned"), "--json changed the answer's value")
-            case.expect(not (Path(load(d, "r").meta["workspace"]) / "errors.log").exists(), "the approved call did not run")
+            case.expect(not (Path(load(d, "r").meta["workspace"]) / "errors.log").exists(),
+                        "the approved call did not run")
             cases.append(case)
     finally:
         server.shutdown()
@@ -649,6 +665,7 @@ def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0) 
         "second_signals": sum(c.group == "signal" and "x2" in c.name for c in cases),
         "runs_lost": sum(c.run_lost for c in cases),
         "tracebacks": sum(c.tracebacks for c in cases),
+        "tracebacks_from_python_start_up": sum(c.startup_tracebacks for c in cases),
         "cases_with_problems": sum(bool(c.problems) for c in cases),
         "signals_stopping_a_run": sum(c.group == "signal" and c.note.startswith("stopped") for c in cases),
         "full_disk_stops": sum(c.group == "full disk" and c.note.startswith("stopped") for c in cases),
