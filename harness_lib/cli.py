@@ -499,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
             where = f" {visible(e.filename)}" if e.filename else ""
             print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
             return 2
+        except Exception as e:  # noqa: BLE001 - a bug still reaches the user as one line, not a traceback
+            print(f"error: unexpected {type(e).__name__}: {visible(e)} (a bug in the harness: please report "
+                  f"it; a run that had begun is saved and can be resumed)", file=sys.stderr)
+            return 1
         except Signalled as e:
             print(f"stopped by {e} (nothing left half-done: a run that had begun is saved)", file=sys.stderr)
             return 128 + e.signum
