@@ -242,8 +242,12 @@ class Signalled(BaseException):
         self.signum = signum
 
 
+_closing = [False]  # set once main is on its way out: a signal then is let go, never raised mid-cleanup
+
+
 def _raise_signalled(signum, frame):
-    raise Signalled(signum)
+    if not _closing[0]:
+        raise Signalled(signum)
 
 
 @contextlib.contextmanager
@@ -252,10 +256,12 @@ def quiet_signals():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _closing[0] = False
     before = {s: signal.signal(s, _raise_signalled) for s in SIGNALS}
     try:
         yield
     finally:
+        _closing[0] = True
         for s, handler in before.items():
             signal.signal(s, handler)
 
@@ -407,15 +413,27 @@ def _workspace(args, run_id: str) -> Workspace:
     if not args.state_dir:
         return Workspace.copy_of()
     into = Path(args.state_dir) / f"{run_id}.workspace"  # the run's own copy lives with the run
-    if into.exists():
-        raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
-                         f"move it away or give another --run-id")
     try:
         return Workspace.copy_of(into=into)
     except OSError as e:
         shutil.rmtree(into, ignore_errors=True)
         raise EnvironmentProblem(f"cannot copy the workspace into {visible(into)}: "
                                  f"{e.strerror or 'the copy failed'}; free some space, then try again") from None
+
+
+@contextlib.contextmanager
+def _unless_saved(args, run_id: str):
+    """If ``run`` stops before its first save (a usage error, a signal, a full disk), nothing was paid:
+    remove the workspace copy it made, so the same command can simply be given again."""
+    try:
+        yield
+    except BaseException:
+        copy = Path(args.state_dir or "") / f"{run_id}.workspace"
+        if args.state_dir and not args.workspace and not state_path(args.state_dir, run_id).exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                ledger.ledger_path(args.state_dir, run_id).unlink()
+        raise
 
 
 def cmd_run(args) -> int:
@@ -427,7 +445,11 @@ def cmd_run(args) -> int:
         if args.state_dir and state_path(args.state_dir, run_id).exists():
             raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
                              f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
-        with _reserve(args.state_dir, run_id):
+        into = Path(args.state_dir) / f"{run_id}.workspace" if args.state_dir and not args.workspace else None
+        if into is not None and into.exists():
+            raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
+                             f"move it away or give another --run-id")
+        with _reserve(args.state_dir, run_id), _unless_saved(args, run_id):
             workspace = _workspace(args, run_id)
             state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=run_id)
             state.config = {name: getattr(args, name) for name in SAVED}
@@ -478,39 +500,48 @@ def cmd_resume(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    with quiet_signals():
-        try:
-            args = parser().parse_args(argv)
-            if args.command == "serve":
-                from .scripted import serve
-                serve(args.host, args.port, args.latency_ms)
-                return 0
-            if args.command == "run":
-                return cmd_run(args)
-            if args.command == "resume":
-                return cmd_resume(args)
-            from .chapter.report import main as chapter_main
-            return chapter_main(json_out=args.json, execute=args.execute)
-        except (StateFileError, DecisionError, LedgerError, RunLockError, EnvironmentProblem, ValueError,
-                FileNotFoundError) as e:
-            print(f"error: {visible(e)}", file=sys.stderr)
+    try:
+        with quiet_signals():
+            return _main(argv)
+    except Signalled as e:  # one that landed while main was already returning: the work is done and saved
+        _closing[0] = True
+        print(f"stopped by {e}", file=sys.stderr)
+        return 128 + e.signum
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        if args.command == "serve":
+            from .scripted import serve
+            serve(args.host, args.port, args.latency_ms)
+            return 0
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "resume":
+            return cmd_resume(args)
+        from .chapter.report import main as chapter_main
+        return chapter_main(json_out=args.json, execute=args.execute)
+    except (StateFileError, DecisionError, LedgerError, RunLockError, EnvironmentProblem, ValueError,
+            FileNotFoundError) as e:
+        print(f"error: {visible(e)}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the environment: a full disk, a read-only folder, a name too long
+        where = f" {visible(e.filename)}" if e.filename else ""
+        print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug still reaches the user as one line, not a traceback
+        print(f"error: unexpected {type(e).__name__}: {visible(e)} (a bug in the harness: please report "
+              f"it; a run that had begun is saved and can be resumed)", file=sys.stderr)
+        return 1
+    except Signalled as e:
+        print(f"stopped by {e} (nothing left half-done: a run that had begun is saved)", file=sys.stderr)
+        return 128 + e.signum
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
             return 2
-        except OSError as e:  # the environment: a full disk, a read-only folder, a name too long
-            where = f" {visible(e.filename)}" if e.filename else ""
-            print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
-            return 2
-        except Exception as e:  # noqa: BLE001 - a bug still reaches the user as one line, not a traceback
-            print(f"error: unexpected {type(e).__name__}: {visible(e)} (a bug in the harness: please report "
-                  f"it; a run that had begun is saved and can be resumed)", file=sys.stderr)
-            return 1
-        except Signalled as e:
-            print(f"stopped by {e} (nothing left half-done: a run that had begun is saved)", file=sys.stderr)
-            return 128 + e.signum
-        except SystemExit as e:
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-                return 2
-            raise
+        raise
 
 
 if __name__ == "__main__":

@@ -226,8 +226,10 @@ def signal_case(rng: random.Random) -> Case:
                         f"exit 2 after the run began: {err.strip()[-200:]}")
         if not (d / f"{rid}.json").exists():
             case.expect(provider.requests == 0, f"{provider.requests} requests and no state file")
-            case.note = "before the run began"
-            return case
+            case.note = case.note or "before the run began"
+            c, _, e = in_process(*args)  # nothing was paid: the operator gives the same command again
+            count_tracebacks(case, e)
+            case.expect(c == 0, f"the same run again exited {c}: {e.strip()[-200:]}")
         state = final(case, d, rid)
         if state is None:
             return case
@@ -241,7 +243,9 @@ def signal_case(rng: random.Random) -> Case:
         else:
             case.turns_paid_twice = max(0, lost)
             case.expect(lost == 0, f"{lost} paid turns not in the saved run")
-        if state.status == "interrupted":
+        if case.note:
+            pass
+        elif state.status == "interrupted":
             case.note = f"stopped at turn {state.turns}"
             events = read(trace)
             case.expect(events and events[-1]["type"] == "run_stopped", "no run_stopped line at the end of the trace")
