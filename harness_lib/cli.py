@@ -499,6 +499,15 @@ def cmd_resume(args) -> int:
     return _finish(state, args, wall_ms, label, heard)
 
 
+def _signalled_inside(e: BaseException) -> Signalled | None:
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, Signalled):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         with quiet_signals():
@@ -531,6 +540,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a bug still reaches the user as one line, not a traceback
+        if (signalled := _signalled_inside(e)) is not None:  # raised within an import, and wrapped there
+            print(f"stopped by {signalled}", file=sys.stderr)
+            return 128 + signalled.signum
         print(f"error: unexpected {type(e).__name__}: {visible(e)} (a bug in the harness: please report "
               f"it; a run that had begun is saved and can be resumed)", file=sys.stderr)
         return 1
