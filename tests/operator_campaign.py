@@ -200,14 +200,20 @@ def race(kind: str, rng: random.Random) -> Case:
 def signal_case(rng: random.Random) -> Case:
     sig = rng.choice([signal.SIGTERM, signal.SIGINT])
     twice = rng.random() < 0.35
-    delay = rng.uniform(0.05, 0.7)
-    case = Case("signal", f"{signal.Signals(sig).name}{' x2' if twice else ''} at {delay:.3f} s")
-    with tempfile.TemporaryDirectory(prefix="harness-sig-") as tmp, ScriptedProvider(latency_ms=15) as provider:
+    # Most land once the run has begun (timed from its first save); the rest from the spawn, start-up included.
+    begun = rng.random() < 0.7
+    delay = rng.uniform(0, 0.3) if begun else rng.uniform(0.02, 0.5)
+    when = f"{'saved' if begun else 'spawn'}+{delay:.3f} s"
+    case = Case("signal", f"{signal.Signals(sig).name}{' x2' if twice else ''} at {when}")
+    with tempfile.TemporaryDirectory(prefix="harness-sig-") as tmp, ScriptedProvider(latency_ms=25) as provider:
         d, rid = Path(tmp) / "runs", "r"
         trace = Path(tmp) / "trace.jsonl"
         args = ("run", "runaway", "--run-id", rid, "--budget", "0.01", "--state-dir", d, "--trace", trace,
                 "--base-url", provider.base_url, "--json")
         p = spawn(*args)
+        deadline = time.monotonic() + 20
+        while begun and not (d / f"{rid}.json").exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
         time.sleep(delay)
         p.send_signal(sig)
         if twice:
