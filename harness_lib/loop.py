@@ -20,10 +20,11 @@ run again only if the tool honours its idempotency key (``Tool.idempotent``); ot
 its outcome is unknown. A read may simply run again.
 
 A run ends by *returning* its state with one status, never by raising: a stop is an answer, not a
-crash. A provider still unreachable after the client's retries, or a disk that cannot hold the run's
-files, stops it ``interrupted`` / ``cancelled`` with the reason: nothing is wrong with the run, and
-``resume`` continues it. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
-the model call and the running tool as ``CancelledError`` and ends the run as interrupted.
+crash. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
+the model call and the running tool as ``CancelledError`` and ends the run as interrupted. A provider
+still unreachable after the client's retries, or a disk that cannot hold the run's files, stops it
+the same way (``interrupted`` / ``cancelled``, with the reason): nothing is wrong with the run, and
+``resume`` continues it.
 """
 
 from __future__ import annotations
