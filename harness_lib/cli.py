@@ -247,6 +247,7 @@ _closing = [False]  # set once main is on its way out: a signal then is let go, 
 
 def _raise_signalled(signum, frame):
     if not _closing[0]:
+        _closing[0] = True  # one is enough: a second must not interrupt the cleanup the first set going
         raise Signalled(signum)
 
 
