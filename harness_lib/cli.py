@@ -1,7 +1,15 @@
 """The command line: ``python -m harness_lib serve | run | resume | chapter``.
 
-Exit code 0 for any of the five exits (a stop is an answer, not a crash); 2 for a usage error or a
-state file that cannot be used.
+Exit code 0 for any of the five exits (a stop is an answer, not a crash); 2 for a usage error, a state
+file that cannot be used, a run another process owns, or an environment that cannot hold the run (a
+folder that is a file or read-only, a full disk), always as one line that says what to fix; 128 + the
+signal's number (130 for Ctrl-C, 143 for SIGTERM) when a signal stopped the run, saved and resumable.
+
+A run carries its options: ``run`` saves them in the state (``SAVED``), ``resume`` continues with them,
+and an option given to ``resume`` is a change, validated, recorded and traced (``config_changed``). One
+process owns a run at a time (``lock.py``); what ``resume`` is asked to do is checked against the
+workspace's ledger (``ledger.py``) first. Everything printed that came from a model, a tool or a server
+goes through ``terminal.visible``.
 """
 
 from __future__ import annotations
@@ -9,18 +17,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import json
 import math
 import os
+import shlex
+import shutil
+import signal
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 
+from . import ledger
+from .ledger import LedgerError
+from .lock import RunLock, RunLockError
 from .loop import DEDUPE, POLICIES, Options, run
 from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
-from .state import DecisionError, RunState, StateFileError, approve, load, new_run, reject, state_path
+from .state import (
+    DecisionError,
+    RunState,
+    StateFileError,
+    approve,
+    check_run_id,
+    load,
+    make_reserve,
+    new_run,
+    reject,
+    reserve_path,
+    save,
+    state_path,
+)
+from .stops import Stop
+from .terminal import json_safe, visible, visible_lines
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -39,28 +71,23 @@ def summary(state: RunState, scenario: str, wall_ms: float, priced: bool = True)
 
 
 def chapter_line(s: dict, label: str) -> str:
-    """The chapter's own line format."""
-    lines = [f"{label:<15} turns={s['turns']}  tools={s['tool_runs']}  in={s['prompt_tokens']:,}  "
+    """The chapter's own line format. Whatever came from the model or a server is shown ``visible``."""
+    lines = [f"{visible(label):<15} turns={s['turns']}  tools={s['tool_runs']}  in={s['prompt_tokens']:,}  "
              f"out={s['completion_tokens']:,}  {_cost(s)}  ms={s['wall_ms']:.0f}  status={s['status']}"]
     if s["answer"] is not None:
-        lines.append(f"   answer: {json.dumps(s['answer'], ensure_ascii=False)}")
+        lines.append(f"   answer: {visible(json.dumps(s['answer'], ensure_ascii=False))}")
     i = s["interruption"]
     if i and i["type"] == "approval":
+        args = json.dumps(i["args"], separators=(",", ":"), ensure_ascii=False)
         lines.append(f"   stopped at turn {s['turns']}: interrupted / approval -> "
-                     f"{i['toolName']}({json.dumps(i['args'], separators=(',', ':'))})  [call {i['callId']}]")
+                     f"{visible(i['toolName'])}({visible(args)})  [call {visible(i['callId'])}]")
     elif i:
-        lines.append(f"   stopped: {s['status']} / {i['type']}" + (f" ({i['reason']})" if i.get("reason") else ""))
+        lines.append(f"   stopped: {s['status']} / {i['type']}" +
+                     (f" ({visible(i['reason'])})" if i.get("reason") else ""))
     if s["error"]:
-        lines.append(f"   error: {s['error']}")
+        lines.append(f"   error: {visible(s['error'])}")
     lines.append("   per-turn prompt tokens: " + ", ".join(str(p) for p in s["per_turn_prompt_tokens"]))
     return "\n".join(lines)
-
-
-def _cost(s: dict) -> str:
-    est = " (tokens estimated)" if s.get("tokens_estimated") else ""
-    if s["cost_usd"] is None:
-        return f"cost=unknown (no price given){est}"
-    return f"cost=${s['cost_usd']:.6f}" + (" (estimated)" if est else "")
 
 
 def _positive_int(text: str) -> int:
@@ -68,6 +95,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _cost(s: dict) -> str:
+    est = " (tokens estimated)" if s.get("tokens_estimated") else ""
+    if s["cost_usd"] is None:
+        return f"cost=unknown (no price given){est}"
+    return f"cost=${s['cost_usd']:.6f}" + (" (estimated)" if est else "")
 
 
 DEFAULT_MAX_TURNS = 50  # a runaway stops here unless told otherwise; the anchors use 10 to 50
@@ -95,16 +129,16 @@ def _timeout(text: str) -> float:
     return value
 
 
-def endpoint_options(q):
-    """Options for pointing the harness at a real server (issue 10). All plain values."""
-    q.add_argument("--price-in", type=_price, metavar="USD", help="dollars per million input tokens "
-                   "(default: the chapter's $2 for the scripted provider, unknown for any other endpoint)")
-    q.add_argument("--price-out", type=_price, metavar="USD", help="dollars per million output tokens "
-                   "(default: the chapter's $12 for the scripted provider, unknown for any other endpoint)")
-    q.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
-                   help="deadline of one attempt of the model call, whole response included (default 60)")
-    q.add_argument("--stream", action="store_true", help="stream the answer's text to the screen as it "
-                   "arrives; earlier turns show one step line each")
+def endpoint_options(q, saved):
+    """Options for pointing the harness at a real server. All plain values, saved with the run."""
+    saved("--price-in", dest="price_in", type=_price, metavar="USD", help="dollars per million input tokens "
+          "(default: the chapter's $2 for the scripted provider, unknown for any other endpoint)")
+    saved("--price-out", dest="price_out", type=_price, metavar="USD", help="dollars per million output tokens "
+          "(default: the chapter's $12 for the scripted provider, unknown for any other endpoint)")
+    saved("--timeout", dest="timeout", type=_timeout, metavar="SECONDS",
+          help="deadline of one attempt of the model call, whole response included (default 60)")
+    saved("--stream", dest="stream", action="store_true", help="stream the answer's text to the screen as it "
+          "arrives; earlier turns show one step line each")
 
 
 def served_models(base_url: str, api_key: str) -> list[dict] | None:
@@ -117,7 +151,7 @@ def served_models(base_url: str, api_key: str) -> list[dict] | None:
         return None
 
 
-def apply_seam(args, command: str) -> None:
+def apply_seam(args) -> None:
     """The environment seam, flags winning: LLM_BASE_URL, LLM_MODEL, LLM_API_KEY. Then the checks a real
     endpoint needs (a model name; a price before a budget), as usage errors, and the turn cap's default.
     A base URL that lists only the scripted provider's models (``owned_by: scripted``, e.g. ``serve``) is
@@ -126,34 +160,36 @@ def apply_seam(args, command: str) -> None:
     args.api_key = os.environ.get("LLM_API_KEY") or "not-needed"
     models = served_models(args.base_url, args.api_key) if args.base_url else None
     scripted = not args.base_url or (bool(models) and all(m.get("owned_by") == "scripted" for m in models))
-    if command == "run":
-        args.model = args.model or (os.environ.get("LLM_MODEL") if args.base_url else None) or None
-        if args.base_url and scripted and not args.model:
-            args.model = args.scenario
-        if args.base_url and not args.model:
-            names = ", ".join(str(m.get("id")) for m in models or [])[:300]
-            raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL"
-                             + (f" (this server lists: {names})" if names else " (e.g. qwen2.5:0.5b for Ollama)")
-                             + "; see the README, 'Point it at your own server'")
-        if not args.base_url and not args.scenario:
-            raise SystemExit("error: give a scenario for the scripted provider (plan, runaway, ...), or a "
-                             "server: --base-url URL (or LLM_BASE_URL) with --model NAME (or LLM_MODEL)")
+    args.model = args.model or (os.environ.get("LLM_MODEL") if args.base_url else None) or None
+    if args.base_url and scripted and not args.model:
+        args.model = args.scenario
+    if args.base_url and not args.model:
+        names = ", ".join(str(m.get("id")) for m in models or [])[:300]
+        raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL"
+                         + (f" (this server lists: {names})" if names else " (e.g. qwen2.5:0.5b for Ollama)")
+                         + "; see the README, 'Point it at your own server'")
+    if not args.base_url and not args.scenario:
+        raise SystemExit("error: give a scenario for the scripted provider (plan, runaway, ...), or a "
+                         "server: --base-url URL (or LLM_BASE_URL) with --model NAME (or LLM_MODEL)")
     if (args.price_in is None) != (args.price_out is None):
         raise SystemExit("error: give both --price-in and --price-out (dollars per million tokens), or neither")
-    if args.price_in is not None:
-        args.pricing = Pricing.per_million(args.price_in, args.price_out)
-    else:
-        args.pricing = CHAPTER_PRICES if scripted else UNPRICED
-    if args.budget is not None and not args.pricing.known:
-        raise SystemExit("error: --budget needs a price: this endpoint has none; give --price-in and "
-                         "--price-out (dollars per million tokens), or cap the turns with --max-turns")
+    if args.price_in is None and scripted:  # saved with the run as what it is: the chapter's prices
+        args.price_in, args.price_out = CHAPTER_PRICES.per_million_prices()
+    args.pricing = _pricing(args.price_in, args.price_out, args.budget)
     args.max_turns = DEFAULT_MAX_TURNS if args.max_turns is None else (args.max_turns or None)
 
 
-def _cap_label(args) -> str:
-    if args.max_turns is None:
-        return ", no cap"
-    return f", cap {args.max_turns}"
+def _pricing(price_in, price_out, budget) -> Pricing:
+    """The run's prices (None, None: unknown), and the usage error a budget without a price is."""
+    pricing = UNPRICED if price_in is None else Pricing.per_million(price_in, price_out)
+    if budget is not None and not pricing.known:
+        raise SystemExit("error: --budget needs a price: this endpoint has none; give --price-in and "
+                         "--price-out (dollars per million tokens), or cap the turns with --max-turns")
+    return pricing
+
+
+def _cap_label(max_turns) -> str:
+    return ", no cap" if max_turns is None else f", cap {max_turns}"
 
 
 class _Visible(Trace):
@@ -195,6 +231,70 @@ def _budget(text: str) -> float:
     return value
 
 
+def _nonempty(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _absolute(text: str) -> str:
+    """A file name saved with the run: absolute, so that a resume from another folder finds it."""
+    return os.path.abspath(_nonempty(text))
+
+
+# -- the options a run carries ---------------------------------------------------------------------------
+def _optional(check):
+    return lambda v: None if v is None else check(v)
+
+
+def _is(kind, test=lambda v: True, what=""):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, kind) or not test(v):
+            raise ValueError(f"{v!r} is not {what}")
+        return v
+    return check
+
+
+def _finite(v) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+def _flag(v):
+    if not isinstance(v, bool):
+        raise ValueError(f"{v!r} is not true or false")
+    return v
+
+
+# Saved in the state by ``run``, continued by ``resume``: argparse dest -> (default for run, the check a
+# value read back from a state file must pass). A new option joins the saved configuration by one line
+# here and one ``saved(...)`` line in ``parser``. The API key is never saved (it stays in LLM_API_KEY).
+SAVED = {
+    "max_turns": (None, _optional(_is(int, lambda v: v >= 1, "a whole number of at least 1"))),
+    "budget": (None, _optional(_is((int, float), lambda v: _finite(v) and v > 0, "a number above 0"))),
+    "tool_errors": ("descriptive", _is(str, lambda v: v in POLICIES, f"one of {POLICIES}")),
+    "dedupe": ("off", _is(str, lambda v: v in DEDUPE, f"one of {DEDUPE}")),
+    "trace": (None, _optional(_is(str, bool, "a file name"))),
+    "base_url": (None, _optional(_is(str, bool, "a URL"))),
+    "latency_ms": (0.0, _is((int, float), _finite, "a number of at least 0")),
+    "strict_budget": (False, _flag),
+    "price_in": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
+    "price_out": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
+    "timeout": (60.0, _is((int, float), lambda v: _finite(v) and v > 0, "a number of seconds above 0")),
+    "stream": (False, _flag),
+}
+
+
+def saved_config(config: dict) -> dict:
+    """The state's configuration, checked value by value (``StateFileError`` names the bad one)."""
+    out = {}
+    for name, (default, check) in SAVED.items():
+        try:
+            out[name] = check(config.get(name, default))
+        except ValueError as e:
+            raise StateFileError(f"the saved option {name}: {visible(e)}") from None
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness_lib", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -204,20 +304,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--latency-ms", type=float, default=0.0)
 
-    def limits(q):
-        q.add_argument("--max-turns", type=_turn_cap, metavar="N|none",
-                       help=f"turn cap (default {DEFAULT_MAX_TURNS}; 0 or none: no cap)")
-        q.add_argument("--budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
-        q.add_argument("--strict-budget", action="store_true", help="with --budget: price each call before "
-                       "making it (local token count, max_tokens), so the budget is never crossed")
-        q.add_argument("--tool-errors", choices=POLICIES, default="descriptive")
-        q.add_argument("--dedupe", choices=DEDUPE, default="off")
-        q.add_argument("--trace", help="append the JSONL trace to this file")
-        q.add_argument("--base-url", help="an OpenAI-compatible endpoint; default: start the scripted provider")
-        q.add_argument("--latency-ms", type=_seconds, default=0.0, help="the scripted provider's latency")
+    def limits(q, resume: bool):
+        # On resume an option left out keeps the run's saved value (SUPPRESS: absent unless given).
+        def saved(*names, **kw):
+            q.add_argument(*names, **kw, default=argparse.SUPPRESS if resume else SAVED[kw["dest"]][0])
+        saved("--max-turns", dest="max_turns", type=_turn_cap, metavar="N|none",
+              help=f"turn cap (default {DEFAULT_MAX_TURNS}; 0 or none: no cap)")
+        saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
+        saved("--strict-budget", dest="strict_budget", action="store_true", help="with --budget: price each "
+              "call before making it (local token count, max_tokens), so the budget is never crossed")
+        saved("--tool-errors", dest="tool_errors", choices=POLICIES)
+        saved("--dedupe", dest="dedupe", choices=DEDUPE)
+        saved("--trace", dest="trace", type=_absolute, help="append the JSONL trace to this file")
+        saved("--base-url", dest="base_url", type=_nonempty,
+              help="an OpenAI-compatible endpoint; default: start the scripted provider")
+        saved("--latency-ms", dest="latency_ms", type=_seconds, help="the scripted provider's latency")
         q.add_argument("--cancel-after", type=_seconds, help="press Stop after this many seconds")
         q.add_argument("--json", action="store_true", help="one JSON object on stdout")
-        endpoint_options(q)
+        endpoint_options(q, saved)
 
     r = sub.add_parser("run", help="run one scenario")
     r.add_argument("scenario", nargs="?", help="the scripted provider's scenario (plan, runaway, ...); "
@@ -228,7 +332,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--state-dir")
     r.add_argument("--workspace", help="the folder the tools act on (default: a fresh copy of data/workspace)")
     r.add_argument("--run-id")
-    limits(r)
+    limits(r, resume=False)
 
     z = sub.add_parser("resume", help="continue a saved run, optionally deciding a pending call")
     z.add_argument("run_id")
@@ -238,7 +342,7 @@ def parser() -> argparse.ArgumentParser:
     decide.add_argument("--reject", metavar="CALL_ID")
     z.add_argument("--reason", help="with --reject: the words the model reads")
     z.add_argument("--silent", action="store_true", help="with --reject: leave the transcript slot empty")
-    limits(z)
+    limits(z, resume=True)
 
     c = sub.add_parser("chapter", help="every chapter figure, recomputed, beside the chapter's")
     c.add_argument("--json", action="store_true")
@@ -249,92 +353,344 @@ def parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def endpoint(args):
-    if args.base_url:
-        yield args.base_url
+def endpoint(config: dict):
+    if config["base_url"]:
+        yield config["base_url"]
     else:
         from .scripted import ScriptedProvider  # only the CLI knows both sides of the wire
-        with ScriptedProvider(latency_ms=args.latency_ms) as provider:
+        with ScriptedProvider(latency_ms=config["latency_ms"]) as provider:
             yield provider.base_url
 
 
-async def _drive(state: RunState, workspace: Workspace, args, base_url: str) -> tuple[RunState, float]:
+def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list:
+    """The workspace's four tools; ``delegate`` also gets its research subagent. The child asks for the
+    scripted ``plan`` when the run asks for the scripted ``delegate``, else for the run's own model."""
+    tools = workspace.tools()
+    if state.meta.get("scenario") == "delegate":
+        from .subagent import research_tool
+        child = "plan" if state.model == "delegate" else state.model
+        tools = [research_tool(workspace.tools(), base_url, child,
+                               api_key=os.environ.get("LLM_API_KEY", "not-needed")), *tools]
+    return tools
+
+
+# -- signals: finish the step in flight, save, stop -------------------------------------------------------
+GRACE_S = 10.0  # after the first signal, how long the step in flight may take before it is cancelled
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+class Signalled(BaseException):
+    """A signal that came when no run was going (starting up, or printing): stop, quietly."""
+
+    def __init__(self, signum: int):
+        super().__init__(SIGNALS[signum])
+        self.signum = signum
+
+
+_closing = [False]  # set once main is on its way out: a signal then is let go, never raised mid-cleanup
+
+
+def _raise_signalled(signum, frame):
+    if not _closing[0]:
+        _closing[0] = True  # one is enough: a second must not interrupt the cleanup the first set going
+        raise Signalled(signum)
+
+
+@contextlib.contextmanager
+def quiet_signals():
+    """Outside the run, Ctrl-C and SIGTERM end the process with one line, never a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _closing[0] = False
+    before = {s: signal.signal(s, _raise_signalled) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        _closing[0] = True
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _on_signals(task: asyncio.Task, heard: list[int]):
+    """While the run goes: the first signal stops it at the next step boundary (the reply or tool result
+    in flight is saved, so no turn is paid and lost); a second one, or ``GRACE_S`` later, cancels it now;
+    any more are ignored. The handlers are Python's own (not the loop's), and the ones before are put
+    back in one step when the run ends, so there is no instant at which a signal kills the process."""
+    loop = asyncio.get_running_loop()
+
+    def heard_one(signum: int):
+        heard.append(signum)
+        if task.done() or len(heard) > 2:
+            return
+        if len(heard) == 1:
+            print(f"{SIGNALS[signum]}: stopping after the current step (again to stop at once)", file=sys.stderr)
+            loop.call_later(GRACE_S, lambda: task.done() or task.cancel(f"{SIGNALS[signum]} (step cut short)"))
+        else:
+            task.cancel(SIGNALS[heard[0]])
+
+    def handler(signum, frame):
+        loop.call_soon_threadsafe(heard_one, signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+async def _drive(state: RunState, tools: list, args, config: dict, base_url: str,
+                 state_dir) -> tuple[RunState, float, list[int]]:
+    heard: list[int] = []
+
+    def signalled(s: RunState):
+        return Stop("interrupted", {"type": "cancelled", "reason": SIGNALS[heard[0]]}) if heard else None
+
     screen = sys.stderr if args.json else sys.stdout
 
     def show(text: str):
-        screen.write(text)
+        screen.write(visible_lines(text))
         screen.flush()
 
-    trace = _Visible(args.trace, steps=args.stream)
-    opts = Options(base_url=base_url, api_key=args.api_key,
-                   max_turns=args.max_turns, max_budget_usd=args.budget, tool_errors=args.tool_errors,
-                   strict_budget=args.strict_budget,
-                   dedupe=args.dedupe, trace=trace, state_dir=args.state_dir, pricing=args.pricing,
-                   timeout_s=args.timeout, stream=args.stream, on_text=show if args.stream else None)
+    opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
+                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
+                   strict_budget=config["strict_budget"], tool_errors=config["tool_errors"],
+                   dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"]),
+                   state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
+                   stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
-    task = asyncio.ensure_future(run(state, workspace.tools(), opts))
-    if args.cancel_after is not None:
-        asyncio.get_running_loop().call_later(args.cancel_after, task.cancel, "user pressed Stop")
-    state = await task
-    if args.stream:
+    task = asyncio.ensure_future(run(state, tools, opts))
+    with _on_signals(task, heard):
+        if args.cancel_after is not None:
+            asyncio.get_running_loop().call_later(args.cancel_after, task.cancel, "user pressed Stop")
+        try:
+            state = await task
+        except asyncio.CancelledError:
+            pass  # a second signal while the run was closing its connection: the run had stopped and saved
+    if config["stream"]:
         show("\n")
-    return state, (time.perf_counter() - started) * 1000
+    return state, (time.perf_counter() - started) * 1000, heard
 
 
-def _finish(state: RunState, args, wall_ms: float, label: str) -> int:
+def _finish(state: RunState, args, wall_ms: float, label: str, heard: list[int]) -> int:
     s = summary(state, state.meta.get("scenario", state.model), wall_ms, priced=args.pricing.known)
-    s["max_turns"] = args.max_turns  # the cap this process ran under (None: no cap)
+    s["max_turns"] = state.config.get("max_turns")  # the cap this process ran under (None: no cap)
     if args.json:
-        print(json.dumps(s, ensure_ascii=False))
+        print(json_safe(json.dumps(s, ensure_ascii=False)))
     else:
         print(chapter_line(s, label))
         if state.resumable and args.state_dir:
-            print(f"   run {state.run_id} saved in {args.state_dir}: python -m harness_lib resume {state.run_id} "
-                  f"--state-dir {args.state_dir}")
+            print(f"   run {state.run_id} saved in {visible(args.state_dir)}: python -m harness_lib resume "
+                  f"{state.run_id} --state-dir {visible(shlex.quote(str(args.state_dir)))}")
+    if (state.error or "").startswith("cannot write the run's files"):
+        print(f"error: run {state.run_id}: {visible(state.error)}; every paid turn is saved: make room "
+              f"(or fix the folder), then `resume {state.run_id} --state-dir {visible(args.state_dir)}`",
+              file=sys.stderr)
+        return 2
+    reason = (state.interruption or {}).get("reason", "")
+    if heard and state.status == "interrupted" and reason.startswith(SIGNALS[heard[0]]):
+        return 128 + heard[0]
     return 0
+
+
+# -- the environment: folders that can hold a run ----------------------------------------------------------
+class EnvironmentProblem(RuntimeError):
+    """A folder or file the run needs cannot be used: one line that says what to fix."""
+
+
+RESERVE_MIN = 1 << 20  # bytes set aside beside a state (see ``state.save``): room for the last saves
+
+
+def _usable_trace(path: str | None):
+    if path:
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as e:
+            raise EnvironmentProblem(f"cannot write the trace {visible(path)}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _owner(state_dir, run_id: str):
+    """Own the run (``RunLock``) for this block; without a state dir there is nothing to share."""
+    if not state_dir:
+        yield
+        return
+    try:
+        if Path(state_dir).exists() and not Path(state_dir).is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder")
+        lock = RunLock(state_dir, run_id).__enter__()
+    except RunLockError:
+        raise
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot use --state-dir {visible(state_dir)}: {e.strerror or e}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def _reserve(state_dir, run_id: str):
+    """Set aside room beside the state for the saves a full disk would refuse; give it back at the end."""
+    if not state_dir:
+        yield
+        return
+    path = state_path(state_dir, run_id)
+    size = max(RESERVE_MIN, 4 * (path.stat().st_size if path.exists() else 0))
+    try:
+        make_reserve(state_dir, run_id, size)
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot set aside {size // 1024} KiB in --state-dir {visible(state_dir)} "
+                                 f"({e.strerror or e}): free some space, then try again") from None
+    try:
+        yield
+    finally:
+        reserve_path(state_dir, run_id).unlink(missing_ok=True)
+
+
+def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunState, float, list]:
+    with endpoint(state.config) as base_url:
+        tools = scenario_tools(state, workspace, base_url)
+        out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
+    if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
+        with contextlib.suppress(OSError):
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.cost_usd)
+    return out
+
+
+def _workspace(args, run_id: str) -> Workspace:
+    if args.workspace:
+        return Workspace(args.workspace)
+    if not args.state_dir:
+        return Workspace.copy_of()
+    into = Path(args.state_dir) / f"{run_id}.workspace"  # the run's own copy lives with the run
+    try:
+        return Workspace.copy_of(into=into)
+    except OSError as e:
+        shutil.rmtree(into, ignore_errors=True)
+        raise EnvironmentProblem(f"cannot copy the workspace into {visible(into)}: "
+                                 f"{e.strerror or 'the copy failed'}; free some space, then try again") from None
+
+
+@contextlib.contextmanager
+def _unless_saved(args, run_id: str):
+    """If ``run`` stops before its first save (a usage error, a signal, a full disk), nothing was paid:
+    remove the workspace copy it made, so the same command can simply be given again."""
+    try:
+        yield
+    except BaseException:
+        copy = Path(args.state_dir or "") / f"{run_id}.workspace"
+        if args.state_dir and not args.workspace and not state_path(args.state_dir, run_id).exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                ledger.ledger_path(args.state_dir, run_id).unlink()
+        raise
 
 
 def cmd_run(args) -> int:
     if args.workspace and Path(args.workspace).resolve() == DATA_WORKSPACE:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
-    if args.run_id and args.state_dir and state_path(args.state_dir, args.run_id).exists():
-        raise SystemExit(f"error: run {args.run_id} already exists in {args.state_dir}; continue it with "
-                         f"`resume {args.run_id} --state-dir {args.state_dir}`, or give another --run-id")
-    apply_seam(args, "run")
-    workspace = Workspace(args.workspace) if args.workspace else Workspace.copy_of()
-    if args.state_dir:
-        workspace.keep()  # the saved run names this folder: resume acts on it
-    state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=args.run_id)
-    state.meta.update(scenario=args.scenario or args.model, workspace=str(workspace.root))
-    label = (args.scenario or args.model) + _cap_label(args) + (f", budget ${args.budget:g}" if args.budget else "")
-    if args.pricing is not CHAPTER_PRICES:
-        print(f"{label}: {args.model} at {args.base_url}; {args.pricing.describe()}; "
-              f"{args.timeout:g} s a model call attempt" + ("" if args.max_turns else "; no turn cap"),
-              file=sys.stderr)
-    with endpoint(args) as base_url:
-        state, wall_ms = asyncio.run(_drive(state, workspace, args, base_url))
-    return _finish(state, args, wall_ms, label)
+    _usable_trace(args.trace)
+    run_id = check_run_id(args.run_id) if args.run_id is not None else uuid.uuid4().hex[:12]
+    with _owner(args.state_dir, run_id):
+        if args.state_dir and state_path(args.state_dir, run_id).exists():
+            raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
+                             f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
+        into = Path(args.state_dir) / f"{run_id}.workspace" if args.state_dir and not args.workspace else None
+        if into is not None and into.exists():
+            raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
+                             f"move it away or give another --run-id")
+        apply_seam(args)  # LLM_* and flags: the endpoint, the model's name, the prices, the turn cap
+        with _reserve(args.state_dir, run_id), _unless_saved(args, run_id):
+            workspace = _workspace(args, run_id)
+            state = new_run(SYSTEM_PROMPT, args.task, args.model or args.scenario, run_id=run_id)
+            state.config = {name: getattr(args, name) for name in SAVED}
+            state.meta.update(scenario=args.scenario or args.model, workspace=str(workspace.root))
+            if args.state_dir:
+                ledger.bind(args.state_dir, state)
+            label = (args.scenario or args.model) + _cap_label(args.max_turns) + \
+                (f", budget ${args.budget:g}" if args.budget else "")
+            if args.pricing != CHAPTER_PRICES:
+                print(f"{visible(label)}: {visible(args.model)} at {visible(args.base_url)}; "
+                      f"{args.pricing.describe()}; {args.timeout:g} s a model call attempt"
+                      + ("" if args.max_turns else "; no turn cap"), file=sys.stderr)
+            state, wall_ms, heard = _go(state, workspace, args, args.state_dir)
+    return _finish(state, args, wall_ms, label, heard)
+
+
+def _changes(state: RunState, args) -> dict:
+    """The options given to ``resume`` that differ from the run's: {name: {"old", "new"}}."""
+    if getattr(args, "max_turns", None) == 0:
+        args.max_turns = None  # --max-turns none (or 0): the cap removed, explicitly
+    return {name: {"old": state.config.get(name), "new": getattr(args, name)} for name in SAVED
+            if hasattr(args, name) and getattr(args, name) != state.config.get(name)}
 
 
 def cmd_resume(args) -> int:
-    apply_seam(args, "resume")
-    state = load(args.state_dir, args.run_id)
-    if not state.continuable:
-        raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
-                         f"a budget or an interruption (or whose process died) can be resumed")
-    if args.approve:
-        approve(state, args.approve)
-    elif args.reject:
-        reject(state, args.reject, args.reason, silent=args.silent)
-    workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
-    with endpoint(args) as base_url:
-        state, wall_ms = asyncio.run(_drive(state, workspace, args, base_url))
-    return _finish(state, args, wall_ms, f"{state.meta.get('scenario', state.model)}, resumed")
+    with _owner(args.state_dir, check_run_id(args.run_id)):
+        state = load(args.state_dir, args.run_id)
+        if not state.continuable:
+            raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
+                             f"a budget or an interruption (or whose process died) can be resumed")
+        state.config = saved_config(state.config)
+        if args.approve:
+            approve(state, args.approve)
+        elif args.reject:
+            reject(state, args.reject, args.reason, silent=args.silent)
+        changes = _changes(state, args)
+        new = {**state.config, **{name: change["new"] for name, change in changes.items()}}
+        if (new["price_in"] is None) != (new["price_out"] is None):
+            raise SystemExit("error: give both --price-in and --price-out (dollars per million tokens)")
+        if new["price_in"] is None and new["base_url"] is None:  # a run made in-process on the scripted provider
+            new["price_in"], new["price_out"] = CHAPTER_PRICES.per_million_prices()
+        args.pricing = _pricing(new["price_in"], new["price_out"], new["budget"])
+        _usable_trace(getattr(args, "trace", None) or state.config["trace"])
+        ledger.check(args.state_dir, state, saved_config, given=args.approve)
+        # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
+        workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
+        with _reserve(args.state_dir, state.run_id):
+            if args.approve or args.reject:  # in the ledger before the state file says it
+                ledger.append(args.state_dir, state, "decision", callId=args.approve or args.reject,
+                              verdict="approve" if args.approve else "reject")
+            if changes:
+                state.config.update({name: change["new"] for name, change in changes.items()})
+                ledger.append(args.state_dir, state, "config", config=state.config)
+                if state.config["trace"]:
+                    Trace(state.config["trace"]).emit(state.run_id, "config_changed", changes=changes)
+            save(state, args.state_dir)  # the decision and the options, on disk before anything runs
+            label = f"{state.meta.get('scenario', state.model)}, resumed"
+            state, wall_ms, heard = _go(state, workspace, args, args.state_dir)
+    return _finish(state, args, wall_ms, label, heard)
+
+
+def _signalled_inside(e: BaseException) -> Signalled | None:
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, Signalled):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        with quiet_signals():
+            return _main(argv)
+    except Signalled as e:  # one that landed while main was already returning: the work is done and saved
+        _closing[0] = True
+        print(f"stopped by {e}", file=sys.stderr)
+        return 128 + e.signum
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = parser().parse_args(argv)
         if args.command == "serve":
             from .scripted import serve
             serve(args.host, args.port, args.latency_ms)
@@ -348,9 +704,24 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(name, None)
         from .chapter.report import main as chapter_main
         return chapter_main(json_out=args.json, execute=args.execute)
-    except (StateFileError, DecisionError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (StateFileError, DecisionError, LedgerError, RunLockError, EnvironmentProblem, ValueError,
+            FileNotFoundError) as e:
+        print(f"error: {visible(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # the environment: a full disk, a read-only folder, a name too long
+        where = f" {visible(e.filename)}" if e.filename else ""
+        print(f"error: cannot use{where}: {visible(e.strerror or e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug still reaches the user as one line, not a traceback
+        if (signalled := _signalled_inside(e)) is not None:  # raised within an import, and wrapped there
+            print(f"stopped by {signalled}", file=sys.stderr)
+            return 128 + signalled.signum
+        print(f"error: unexpected {type(e).__name__}: {visible(e)} (a bug in the harness: please report "
+              f"it; a run that had begun is saved and can be resumed)", file=sys.stderr)
+        return 1
+    except Signalled as e:
+        print(f"stopped by {e} (nothing left half-done: a run that had begun is saved)", file=sys.stderr)
+        return 128 + e.signum
     except SystemExit as e:
         if isinstance(e.code, str):
             print(e.code, file=sys.stderr)

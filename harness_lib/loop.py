@@ -21,7 +21,10 @@ its outcome is unknown. A read may simply run again.
 
 A run ends by *returning* its state with one status, never by raising: a stop is an answer, not a
 crash. Cancelling the task (the notebook's Stop button, ``task.cancel("user pressed Stop")``) reaches
-the model call and the running tool as ``CancelledError`` and ends the run as interrupted.
+the model call and the running tool as ``CancelledError`` and ends the run as interrupted. A provider
+still unreachable after the client's retries, or a disk that cannot hold the run's files, stops it
+the same way (``interrupted`` / ``cancelled``, with the reason): nothing is wrong with the run, and
+``resume`` continues it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import budget
-from .client import ModelClient, ModelError
+from .client import RETRYABLE, ModelClient, ModelError
 from .pricing import CHAPTER_PRICES, Pricing
 from .reply import ask, record
 from .state import RunState, pending, save
@@ -103,6 +106,12 @@ class Options:
         self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
                           ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
                           check_conditions(self.stops)
+
+
+def unreachable(e: ModelError) -> bool:
+    """Retries ran out on a passing failure (5xx, 429, a refused or dropped connection, a timeout):
+    nothing is wrong with the run, only with the way to the provider. A 4xx or a bad body is final."""
+    return e.status in RETRYABLE or (e.status is None and str(e).startswith("gave up after"))
 
 
 def signature(call: dict) -> str:
@@ -210,7 +219,8 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if args is None:
                 raise ValueError(f"malformed arguments for {name}: {bad_args}")
             result = await tool.run(args, ToolContext(state.run_id, call_id, progress=progress(name),
-                                                      report_subrun=state.subruns.append, trace=trace))
+                                                      report_subrun=state.subruns.append, trace=trace,
+                                                      instance=state.instance))
             content = result if isinstance(result, str) else json.dumps(result, default=str)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
@@ -249,10 +259,13 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if isinstance(allowed, Stop):
                 return stop(allowed.status, allowed.interruption)
             turn = await ask(client, state, schemas, **(allowed.request() if allowed else {}))  # 3. ask,
-            record(state, turn, opts.pricing, trace)               #    read the reply, and pay for it at once
-            if allowed and (hit := budget.settle(state, turn, allowed, opts)):
+            try:
+                record(state, turn, opts.pricing, trace)           #    read the reply, and pay for it at once
+                hit = budget.settle(state, turn, allowed, opts) if allowed else None
+            finally:
+                checkpoint()                                       # a paid turn is saved, even if the trace fails
+            if hit:
                 return stop(hit.status, hit.interruption, hit.error)
-            checkpoint()
             if turn.problem:                                       # cut or filtered: not an answer
                 state.error = turn.problem
                 return stop("failed")
@@ -260,7 +273,15 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
     except ModelError as e:
         state.error = str(e)
+        if unreachable(e):  # the transcript is valid and the next step obvious: resume when it is back
+            return stop("interrupted", {"type": "cancelled", "reason": f"provider unreachable: {e}"})
         return stop("failed")
+    except OSError as e:  # the run's own files: a full disk, a read-only folder. What was paid is saved
+        state.error = f"cannot write the run's files: {describe(e)}"
+        try:
+            return stop("interrupted", {"type": "cancelled", "reason": state.error})
+        except OSError:
+            return state  # on disk: the last save (``running``, so resumable) with every paid turn in it
     finally:
         if opts.client is None:
             await asyncio.shield(client.aclose())

@@ -37,6 +37,12 @@ class Pricing:
                 raise ValueError(f"the {name} price must be a finite number of dollars of at least 0, got {value!r}")
         return cls(usd_in / 1e6, usd_out / 1e6)
 
+    def per_million_prices(self) -> tuple[float | None, float | None]:
+        """(input, output) in dollars per million tokens, as ``per_million`` takes them; (None, None) unknown."""
+        if not self.known:
+            return None, None
+        return round(self.usd_per_input_token * 1e6, 9), round(self.usd_per_output_token * 1e6, 9)
+
     @property
     def known(self) -> bool:
         return self.usd_per_input_token is not None

@@ -437,9 +437,9 @@ FAULT_CASES = [
               options={**FAST, "timeout_s": 0.3}, served_but_unanswered=1, max_seconds=1.1),
     FaultCase("mixed faults mid-run", ("slow:0", "503", "429:0.05", "drop", "504", "slow:0", "502"),
               "completed", 5, options=FAST),
-    FaultCase("retries are bounded (503 x3, 2 retries)", ("503", "503", "503"), "failed", 2,
+    FaultCase("retries are bounded (503 x3, 2 retries)", ("503", "503", "503"), "interrupted", 2,
               "gave up after 3 attempts; last: HTTP 503", {**FAST, "max_retries": 2}),
-    FaultCase("timeouts are bounded (2 stalls, 1 retry)", ("slow:1", "slow:1"), "failed", 1, "timeout",
+    FaultCase("timeouts are bounded (2 stalls, 1 retry)", ("slow:1", "slow:1"), "interrupted", 1, "timeout",
               {**FAST, "timeout_s": 0.25, "max_retries": 1}, served_but_unanswered=2, max_seconds=0.9),
     FaultCase("401 ends the run", ("401",), "failed", 0, "HTTP 401: Injected fault"),
     FaultCase("403 ends the run", ("403",), "failed", 0, "HTTP 403: Injected fault"),
@@ -698,6 +698,7 @@ def _decision_cases() -> list[tuple[str, Callable[[], str]]]:
                            {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": "[]"},
                            asks(call("c2", "delete_file", {"path": "access.log"}))]
         state.status, state.turns, state.approved = status, 2, list(approved)
+        state.per_turn = [{"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}] * 2  # load checks
         state.interruption = {"type": "approval", "callId": "c2", "toolName": "delete_file",
                               "args": {"path": "access.log"}} if status == "interrupted" else None
         if status in ("completed", "failed"):

@@ -4,15 +4,22 @@ Everything needed to continue a run lives here: the transcript, the counters, th
 stopped, and the decisions a person made about tool calls. ``save`` never leaves a torn file (write a
 temporary file, flush, fsync, rename), and ``load`` names the file when it cannot read it.
 
-A file that says ``running`` belongs to a process that died mid-run (or is still running: there is no
-lock). Such a run is ``continuable`` like a resumable one, and the loop picks up where the last save left it.
+A file that says ``running`` belongs to a process that died mid-run, or to one still running it: the CLI
+tells them apart by the run's lock (``lock.py``). A crashed run is ``continuable`` like a resumable one,
+and the loop picks up where the last save left it.
+
+``load`` checks the file whole (types, shapes, numbers, ids, counters that agree with the per-turn
+record) and refuses, naming every problem, a file this harness did not write: a state file is input, and
+the README's threat model says what even a well-formed but edited one can and cannot make the harness do.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -46,6 +53,8 @@ class RunState:
     output: str | None = None
     error: str | None = None
     meta: dict = field(default_factory=dict)              # free-form: scenario, workspace, ...
+    config: dict = field(default_factory=dict)            # the options it was started with (the CLI's)
+    instance: str = ""                                    # this run, not another one with the same id
     version: int = STATE_VERSION
 
     # -- what can be derived is derived -----------------------------------------------------------
@@ -80,8 +89,11 @@ class RunState:
 
 
 def new_run(system: str, task: str, model: str, run_id: str | None = None) -> RunState:
+    """A new run. Its ``instance`` is a fresh nonce: a run id can be reused, an instance never is, so the
+    idempotency keys of its writes cannot be answered from another run's journal."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-    return RunState(run_id=run_id or uuid.uuid4().hex[:12], model=model, messages=messages)
+    return RunState(run_id=run_id or uuid.uuid4().hex[:12], model=model, messages=messages,
+                    instance=uuid.uuid4().hex[:16])
 
 
 def pending(state: RunState) -> list[dict]:
@@ -135,10 +147,66 @@ class StateFileError(RuntimeError):
     """A state file that cannot be used. Nothing is overwritten when this is raised."""
 
 
+MAX_RUN_ID = 100  # a file name is at most 255 bytes; the run's files add a suffix to it
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=-]*")
+
+
+def check_run_id(run_id) -> str:
+    """A run id names files: letters, digits and ``_.@+=-``, not starting with a dot, at most 100."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or len(run_id) > MAX_RUN_ID:
+        from .terminal import visible
+        shown = visible(run_id if isinstance(run_id, str) else repr(run_id))
+        raise StateFileError(f"invalid run id {shown[:60]}{'...' if len(shown) > 60 else ''} "
+                             f"({len(run_id) if isinstance(run_id, str) else 0} characters): use 1 to "
+                             f"{MAX_RUN_ID} letters, digits or _.@+=- , not starting with a dot")
+    return run_id
+
+
 def state_path(directory: str | Path, run_id: str) -> Path:
-    if not run_id or any(ch in run_id for ch in "/\\\0") or run_id.startswith("."):
-        raise StateFileError(f"invalid run id {run_id!r}")
-    return Path(directory) / f"{run_id}.json"
+    return Path(directory) / f"{check_run_id(run_id)}.json"
+
+
+class DiskFullError(OSError):
+    """The disk filled up while saving. The run's last state was still written, using the space its
+    reserve file held (``reserve_path``), so no paid turn is lost; the run must stop now."""
+
+
+def reserve_path(directory: str | Path, run_id: str) -> Path:
+    return Path(directory) / f".{check_run_id(run_id)}.reserve"
+
+
+def make_reserve(directory: str | Path, run_id: str, size: int) -> Path:
+    """Set aside ``size`` bytes beside the state, for the save a full disk would otherwise refuse."""
+    path = reserve_path(directory, run_id)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+            for offset in range(0, size, 1 << 16):  # a file system that cannot allocate: write the bytes
+                os.pwrite(fd, b"\0" * min(1 << 16, size - offset), offset)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return path
+
+
+def _write(state: RunState, directory: Path, path: Path):
+    data = json.dumps(state.to_dict(), separators=(",", ":"), allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{state.run_id}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def save(state: RunState, directory: str | Path) -> Path:
@@ -146,16 +214,16 @@ def save(state: RunState, directory: str | Path) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = state_path(directory, state.run_id)
-    fd, tmp = tempfile.mkstemp(prefix=f".{state.run_id}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(state.to_dict(), f, separators=(",", ":"), allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        _write(state, directory, path)
+    except OSError as e:
+        reserve = reserve_path(directory, state.run_id)
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not reserve.exists():
+            raise
+        reserve.unlink()  # give the reserved space back, and save into it
+        _write(state, directory, path)
+        raise DiskFullError(e.errno, f"the disk holding {directory} is full; the run was saved using its "
+                                     f"reserve, and must stop") from None
     crashpoint.reached("save")
     return path
 
@@ -174,26 +242,120 @@ def load(directory: str | Path, run_id: str) -> RunState:
         raise StateFileError(f"{path}: expected a JSON object")
     if data.get("version") != STATE_VERSION:
         raise StateFileError(f"{path}: state version {data.get('version')!r}, this harness reads {STATE_VERSION}")
-    problems = []
-    if data.get("run_id") != run_id:
-        problems.append(f"run_id is {data.get('run_id')!r}")
-    if data.get("status") not in STATUSES:
-        problems.append(f"status {data.get('status')!r} is not one of {STATUSES}")
-    if not isinstance(data.get("messages"), list) or not all(isinstance(m, dict) for m in data["messages"]):
-        problems.append("messages is not a list of objects")
-    for key in ("turns", "prompt_tokens", "completion_tokens"):
-        if not isinstance(data.get(key), int) or data[key] < 0:
-            problems.append(f"{key} is not a non-negative integer")
-    if not isinstance(data.get("cost_usd"), (int, float)) or not math.isfinite(data["cost_usd"]):
-        problems.append("cost_usd is not a number")
-    if not isinstance(data.get("model"), str):
-        problems.append("model is not a string")
-    for key, kind in (("approved", list), ("started", list), ("rejected", dict), ("tool_log", list),
-                      ("per_turn", list), ("subruns", list), ("meta", dict)):
-        if key in data and not isinstance(data[key], kind):
-            problems.append(f"{key} is not a {kind.__name__}")
-    if data.get("interruption") is not None and not isinstance(data["interruption"], dict):
-        problems.append("interruption is not an object")
+    problems = check(data, run_id)
     if problems:
-        raise StateFileError(f"{path}: " + "; ".join(problems))
+        from .terminal import visible
+        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
+        raise StateFileError(f"{path}: {visible(shown)}; the file is left as it is")
     return RunState.from_dict(data)
+
+
+# -- the whole-file check -----------------------------------------------------------------------------
+INTERRUPTIONS = {"approval": {"callId", "toolName", "args"}, "max_turns": set(), "max_budget": set(),
+                 "cancelled": {"reason"}}
+_BIG = 10 ** 15  # more tokens than any run could pay for; keeps every sum a plain float
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _BIG
+
+
+def _money(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1e9
+
+
+def _text(v, optional=False) -> bool:
+    return isinstance(v, str) or (optional and v is None)
+
+
+def _check_message(i: int, m) -> list[str]:
+    where = f"messages[{i}]"
+    if not isinstance(m, dict):
+        return [f"{where} is not an object"]
+    role = m.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return [f"{where} has role {role!r}"]
+    problems = [] if _text(m.get("content"), optional=role == "assistant") else [f"{where}.content is not text"]
+    if role == "tool" and not (_text(m.get("tool_call_id")) and _text(m.get("name", ""))):
+        problems.append(f"{where} (a tool result) has no call id")
+    calls = m.get("tool_calls")
+    if role == "assistant" and calls is not None:
+        if not isinstance(calls, list):
+            return problems + [f"{where}.tool_calls is not a list"]
+        for j, c in enumerate(calls):
+            f = c.get("function") if isinstance(c, dict) else None
+            if not (isinstance(f, dict) and _text(c.get("id")) and c["id"] and _text(f.get("name"))
+                    and _text(f.get("arguments"))):
+                problems.append(f"{where}.tool_calls[{j}] is not a call with an id, a name and arguments")
+    return problems
+
+
+def check(data: dict, run_id: str) -> list[str]:
+    """Every way ``data`` is not a state this harness could have written for ``run_id``."""
+    p = []
+    if data.get("run_id") != run_id:
+        p.append(f"run_id is {data.get('run_id')!r}")
+    if data.get("status") not in STATUSES:
+        p.append(f"status {data.get('status')!r} is not one of {STATUSES}")
+    if not _text(data.get("model")):
+        p.append("model is not a string")
+    if not isinstance(data.get("instance", ""), str) or len(data.get("instance", "")) > 64:
+        p.append("instance is not a short string")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        p.append("messages is not a non-empty list")
+        messages = []
+    for i, m in enumerate(messages):
+        p += _check_message(i, m)
+    for key in ("turns", "prompt_tokens", "completion_tokens"):
+        if not _count(data.get(key)):
+            p.append(f"{key} is not a whole number from 0 to 10^15")
+    if not _money(data.get("cost_usd")):
+        p.append("cost_usd is not a number of dollars from 0 to 10^9")
+    kinds = (("approved", list), ("started", list), ("rejected", dict), ("tool_log", list), ("per_turn", list),
+             ("subruns", list), ("meta", dict), ("config", dict))
+    for key, kind in kinds:
+        if not isinstance(data.get(key, kind()), kind):
+            p.append(f"{key} is not a {kind.__name__}")
+    if p:
+        return p  # the rest reads these fields as the shapes just checked
+    per_turn = data.get("per_turn", [])
+    for i, t in enumerate(per_turn):
+        if not (isinstance(t, dict) and _count(t.get("prompt_tokens")) and _count(t.get("completion_tokens"))
+                and _money(t.get("cost_usd"))):
+            p.append(f"per_turn[{i}] is not {{prompt_tokens, completion_tokens, cost_usd}} of non-negative numbers")
+    if not p:
+        if len(per_turn) != data["turns"]:
+            p.append(f"turns is {data['turns']} but per_turn records {len(per_turn)}")
+        for key in ("prompt_tokens", "completion_tokens"):
+            if sum(t[key] for t in per_turn) != data[key]:
+                p.append(f"{key} is not the sum of per_turn")
+        if abs(sum(t["cost_usd"] for t in per_turn) - data["cost_usd"]) > 1e-9:
+            p.append("cost_usd is not the sum of per_turn")
+    ids = {c["id"] for m in messages if isinstance(m.get("tool_calls"), list) for c in m["tool_calls"]}
+    for key in ("approved", "started"):
+        if not all(isinstance(c, str) and c in ids for c in data.get(key, [])):
+            p.append(f"{key} names a call that is not in the transcript")
+    if not all(k in ids and isinstance(v, str) for k, v in data.get("rejected", {}).items()):
+        p.append("rejected names a call that is not in the transcript, or gives it no text")
+    for i, r in enumerate(data.get("tool_log", [])):
+        if not (isinstance(r, dict) and _text(r.get("callId")) and _text(r.get("toolName")) and _text(r.get("args"))
+                and isinstance(r.get("ok"), bool)):
+            p.append(f"tool_log[{i}] is not a tool run record")
+    for i, r in enumerate(data.get("subruns", [])):
+        if not (isinstance(r, dict) and _money(r.get("cost_usd", 0))):
+            p.append(f"subruns[{i}] has no cost from 0 to 10^9")
+    for key in ("output", "error"):
+        if not _text(data.get(key), optional=True):
+            p.append(f"{key} is not text or null")
+    i = data.get("interruption")
+    if i is not None and not (isinstance(i, dict) and i.get("type") in INTERRUPTIONS
+                              and INTERRUPTIONS[i["type"]] <= set(i)
+                              and all(_text(i[k]) for k in ("callId", "toolName", "reason") if k in i)):
+        p.append("interruption is not one of the chapter's shapes")
+    if i is not None and data["status"] != "interrupted" and i.get("type") in ("approval", "cancelled"):
+        p.append(f"a {data['status']} run cannot be interrupted for {i.get('type')}")
+    for key, value in data.get("config", {}).items():
+        if not (isinstance(key, str) and (value is None or isinstance(value, (str, int, float, bool)))):
+            p.append(f"config.{key} is not a plain value")
+    return p

@@ -30,11 +30,13 @@ class ToolContext:
     progress: Callable[[str], None] = lambda label: None
     report_subrun: Callable[[dict], None] = lambda summary: None
     trace: Any = None  # the parent's Trace, so that a subagent's lines land in the same file
+    instance: str = ""  # the run instance (``RunState.instance``): a reused run id is another instance
 
     @property
     def idempotency_key(self) -> str:
-        """One key per logical operation: this run, this call. A retry of the same call reuses it."""
-        return f"{self.run_id}:{self.call_id}"
+        """One key per logical operation: this run instance, this call. A retry of the same call reuses
+        it; a new run that reuses the run id (and so, perhaps, call ids) gets new keys."""
+        return f"{self.run_id}:{self.instance}:{self.call_id}" if self.instance else f"{self.run_id}:{self.call_id}"
 
 
 @dataclass

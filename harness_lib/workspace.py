@@ -4,14 +4,17 @@
 reports progress, hears Stop). Every path is resolved inside the workspace; one that leaves it
 (``..``, an absolute path, a symbolic link pointing out) is refused with ``permission denied``.
 
-``delete_file`` keeps a journal beside the workspace, keyed by idempotency key (run id + call id): a
-call whose deletion already happened is answered from the journal and never deletes twice, even when
-the process died between the deletion and the moment its result reached the transcript.
+``delete_file`` keeps a journal beside the workspace, keyed by idempotency key (run id, run instance,
+call id): a call whose deletion already happened is answered from the journal and never deletes twice.
+The deletion itself is a rename: the file is moved aside, into ``<workspace>.trash/`` under a name made
+from the key, before it is removed. So after a crash anywhere, "moved aside" means done and "still in
+place" means not begun, even if something (a logger) has since created a new file with the same name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +40,7 @@ class Workspace:
         if not self.root.is_dir():
             raise FileNotFoundError(f"workspace folder {self.root} does not exist")
         self.journal = Path(journal) if journal else self.root.parent / f"{self.root.name}.journal.jsonl"
+        self.trash = self.root.parent / f"{self.root.name}.trash"
         self._tail_checked = False
 
     @classmethod
@@ -61,13 +65,24 @@ class Workspace:
     def resolve(self, path) -> Path:
         if not isinstance(path, str) or not path:
             raise ValueError(f"path must be a non-empty string, got {path!r}")
-        target = (self.root / path).resolve()
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in path) or "\0" in path:
+            raise ValueError(f"path is not a file name: {path.encode('utf-8', 'backslashreplace').decode()!r}")
+        target = (self.root / self._real(path)).resolve()
         if target != self.root and self.root not in target.parents:
             raise PermissionError(f"permission denied: {path}")
         return target
 
     def files(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.is_file())
+        """The files' names; a name that is not UTF-8 is shown with its odd bytes escaped (``bad\\xff.log``)."""
+        return sorted(_shown(p.name) for p in self.root.iterdir() if p.is_file())
+
+    def _real(self, path: str) -> str:
+        """The name on disk for a name ``files`` showed with escaped bytes (else ``path`` itself)."""
+        if "\\x" in path and not (self.root / path).exists():
+            for p in self.root.iterdir():
+                if _shown(p.name) == path:
+                    return p.name
+        return path
 
     # -- the journal of writes ----------------------------------------------------------------------
     def journal_entries(self) -> list[dict]:
@@ -88,7 +103,7 @@ class Workspace:
             cut_torn_tail(self.journal)
             self._tail_checked = True
         with open(self.journal, "a") as f:
-            f.write(compact(entry) + "\n")
+            f.write(json.dumps(entry, separators=(",", ":")) + "\n")  # ASCII: any file name survives
             f.flush()
             os.fsync(f.fileno())
 
@@ -101,6 +116,10 @@ class Workspace:
     def delete_runs(self) -> list[str]:
         """Every path delete_file was run on, whether or not there was still a file to remove."""
         return [e["path"] for e in self.journal_entries() if e.get("op") == "delete" and "done" in e]
+
+    def aside(self, key: str) -> Path:
+        """Where ``delete_file`` moves the file of the operation ``key`` before removing it."""
+        return self.trash / hashlib.sha256(key.encode()).hexdigest()[:32]
 
     # -- the tools ----------------------------------------------------------------------------------
     async def list_files(self, args: dict, ctx: ToolContext) -> str:
@@ -121,20 +140,25 @@ class Workspace:
                     raise FileNotFoundError(f"{e['result']}. Call list_files to see what exists.")
                 return e["result"]
         target = self.resolve(args.get("path"))
+        aside = self.aside(key)
         started = bool(mine)
-        if not target.is_file():
-            if started:  # we died after unlinking and before recording: the deletion did happen
-                result, done = f"deleted {args['path']}", True
-            else:
+        if started and os.path.lexists(aside):
+            pass  # moved aside before a crash: done, whatever now stands at the path (a new file, say)
+        elif not target.is_file():
+            if not started:
                 self._journal({"op": "delete", "key": key, "path": args["path"], "done": False,
                                "result": f"no such file: {args['path']}"})
                 raise FileNotFoundError(f"no such file: {args['path']}. Call list_files to see what exists.")
+            # begun, and the file is gone but not by us (a journal from before the move-aside): done
         else:
             if not started:
                 self._journal({"op": "delete", "key": key, "path": args["path"], "started": True})
-            target.unlink()
-            result, done = f"deleted {args['path']}", True
-        self._journal({"op": "delete", "key": key, "path": args["path"], "done": done, "result": result})
+            self.trash.mkdir(exist_ok=True)
+            os.rename(target, aside)  # atomic: after this the deletion has happened, and says so
+        result = f"deleted {args['path']}"
+        self._journal({"op": "delete", "key": key, "path": args["path"], "done": True, "result": result})
+        if os.path.lexists(aside):
+            os.unlink(aside)
         return result
 
     def scan_archive_tool(self, seconds: float = 3.0, files: int = 1200, every: int = 200,
@@ -180,3 +204,12 @@ class Workspace:
                  string_params("path"), needs_approval=True, idempotent=True),
             self.scan_archive_tool(**scan_options),
         ]
+
+
+def _shown(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (``os`` keeps them as surrogates) escaped."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")

@@ -187,7 +187,7 @@ def test_tools_receive_the_idempotency_key(tmp_path):
         return "ok"
     state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="run7")
     go(state, [Tool("remember", "", remember)], [R.asks(R.call("c3", "remember"))], tmp_path)
-    assert keys == ["run7:c3"]
+    assert keys == [f"run7:{state.instance}:c3"]  # issue 9: the key names the run instance too
 
 
 def test_the_run_is_on_disk_before_anything_is_paid_for(tmp_path):

@@ -1,0 +1,97 @@
+"""One owner per run: an exclusive lock beside its state file.
+
+    with RunLock(state_dir, run_id):      # or RunLockError, naming the process that holds it
+        state = load(state_dir, run_id)   # load, decide, run, save: nobody else can do any of it now
+
+The lock is the operating system's (``flock`` on ``<state_dir>/<run_id>.lock``), so the kernel releases it
+when its process dies, however it dies: a state that says ``running`` while nobody holds its lock was left
+by a process that crashed, and ``resume`` continues it (the dead holder's file stays behind, harmless:
+the next owner locks it, and removes it when done). A second process never waits: it refuses at once,
+and says which process (pid, command, start time) holds the run. The holder writes that into the lock file;
+it is only ever information, never what decides who owns the run.
+
+The CLI takes the lock for ``run``, ``resume``, ``--approve`` and ``--reject``. ``save`` and ``load`` do
+not: a program that drives runs in-process (the notebooks, the test campaigns) owns its runs already.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .state import state_path
+
+
+class RunLockError(RuntimeError):
+    """The run is owned by another live process."""
+
+
+def lock_path(directory: str | Path, run_id: str) -> Path:
+    return state_path(directory, run_id).with_suffix(".lock")
+
+
+class RunLock:
+    def __init__(self, directory: str | Path, run_id: str):
+        self.path, self.run_id, self.fd = lock_path(directory, run_id), run_id, None
+
+    def __enter__(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _describe(_read(fd))
+                os.close(fd)
+                raise RunLockError(f"run {self.run_id} is in use by {holder}; wait for it to end or stop it "
+                                   f"(kill -TERM <pid> stops it cleanly), then try again") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the holder before us may have removed the file as we opened it: lock the one in place
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        self.fd = fd
+        info = {"pid": os.getpid(), "command": " ".join(sys.argv)[:300], "since": time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        except OSError:
+            pass  # the holder's description is a courtesy; the lock is what matters (a full disk, say)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Remove the file, then let go: a process that opened it meanwhile finds it gone and retries."""
+        if self.fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+
+def _read(fd: int) -> dict | None:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"null")
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _describe(info: dict | None) -> str:
+    if not info:
+        return "another process (it has not said which yet)"
+    from .terminal import visible
+    return visible(f"process {info.get('pid')} ({info.get('command')!s:.120}), since {info.get('since')}")

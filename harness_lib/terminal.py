@@ -1,0 +1,52 @@
+"""Text from a model, a tool or a server, made safe to show on a terminal.
+
+A terminal obeys what it prints: ``\\r`` returns to the start of the line, ``ESC [2K`` erases it, a bidi
+override reverses what follows. A call id carrying ``\\r\\x1b[2K`` could make the approval line show a
+harmless call while the real one deletes something else. So everything the CLI prints that did not come
+from the harness itself goes through ``visible`` (one line of text) or ``json_safe`` (inside JSON), which
+turn every control or formatting character into a visible escape, and show exactly what will run.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, DEL, and every "format" character (bidi overrides and isolates, zero-width joiners,
+# the BOM...): what a terminal acts on or hides instead of showing. Line and paragraph separators too.
+_DANGEROUS = re.compile(  # the characters of categories Cc, Cf, Zl, Zp (Unicode 14), and lone surrogates
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+
+
+def _escape(ch: str) -> str:
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def visible(text) -> str:
+    """``text`` on one line with every control, escape and formatting character shown as an escape
+    (``\\x1b``, ``\\r``, ``\\u202e``); a backslash is doubled so that an escape cannot be forged."""
+    text = text if isinstance(text, str) else str(text)
+    return _DANGEROUS.sub(lambda m: _escape(m.group()), text.replace("\\", "\\\\"))
+
+
+def visible_lines(text) -> str:
+    """``visible`` for text shown as it streams: line breaks and tabs are kept as they are, every other
+    control or formatting character is escaped."""
+    text = text if isinstance(text, str) else str(text)
+    return _DANGEROUS.sub(lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()), text)
+
+
+def json_safe(dumped: str) -> str:
+    """A ``json.dumps(..., ensure_ascii=False)`` string with the characters ``visible`` escapes written
+    as JSON escapes (``\\u001b``), so that it parses to the same value and prints harmlessly."""
+    return _DANGEROUS.sub(lambda m: "".join(f"\\u{u:04x}" for u in _utf16(m.group())), dumped)
+
+
+def _utf16(ch: str) -> list[int]:
+    n = ord(ch)
+    if n < 0x10000:
+        return [n]
+    n -= 0x10000
+    return [0xD800 + (n >> 10), 0xDC00 + (n & 0x3FF)]
