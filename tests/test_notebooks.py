@@ -44,8 +44,8 @@ def test_request_parts_without_tools_has_no_schema_tokens(url):
 
 
 def test_trace_helpers_on_the_approval_run(url, tmp_path):
-    _, path, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
-    events = read(path)
+    _, events, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
+    assert events == read(tmp_path / "trace.jsonl")
     assert {e["runId"] for e in events} == {"n1"} and measured == {"trace.lines": 6}
     lines = ex.trace_lines(events).splitlines()
     assert len(lines) == 6 and '"ts"' not in "".join(lines) and lines[0].startswith('{"runId":"n1","type":"turn"')
@@ -141,13 +141,15 @@ def test_show_publishes_a_png_and_nothing_else(monkeypatch):
 # -- the executor -----------------------------------------------------------------------------------
 def test_strip_drops_volatile_metadata_and_keeps_outputs():
     nb = nbformat.v4.new_notebook()
+    info = {"name": "python", "version": "3.12.1", "codemirror_mode": {"name": "ipython", "version": 3}}
     nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                        "language_info": {"name": "python", "version": "3.12.1"}, "widgets": {}})
+                        "language_info": dict(info), "widgets": {}})
     cell = nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", text="1\n")])
     cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
     nb.cells = [cell]
     notebooks.strip(nb)
-    assert set(nb.metadata) == {"kernelspec", "language_info"} and nb.metadata.language_info == {"name": "python"}
+    # language_info is kept whole: JupyterLab rewrites a partial one on open and marks the notebook unsaved
+    assert set(nb.metadata) == {"kernelspec", "language_info"} and nb.metadata.language_info == info
     assert "execution" not in nb.cells[0].metadata and nb.cells[0].outputs[0].text == "1\n"
 
 
@@ -178,8 +180,12 @@ def test_notebook_shape(path):
     assert "parameters" in code[0].metadata.get("tags", []), "the first code cell holds the parameters"
     setup_cell = code[1]
     setup = setup_cell.source
-    assert "ScriptedProvider().start()" in setup and "figure_formats = ['png']" in setup
-    assert code[-1].source.strip() == "provider.stop()"
+    assert "figure_formats = ['png']" in setup
+    if path.stem.startswith("12-"):  # owned by issue 10 until the merge; the lead re-executes it then
+        assert "ScriptedProvider().start()" in setup or "ScriptedProvider.shared()" in setup
+    else:  # the provider lives as long as the kernel: no cell stops it, so every cell can be re-run
+        assert "ScriptedProvider.shared()" in setup
+        assert not any("provider.stop()" in c.source for c in code)
     for cell in code:
         assert cell is setup_cell or len(cell.source.splitlines()) <= 12, f"a long cell: {cell.source[:60]!r}"
         for out in cell.get("outputs", []):

@@ -23,13 +23,14 @@ VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop volatile metadata (timestamps, widget state, the Python patch version); keep outputs."""
+    """Drop volatile metadata (timestamps, widget state); keep outputs.
+
+    ``language_info`` is kept whole, as the kernel reported it: JupyterLab writes the kernel's
+    ``language_info`` into a notebook it opens, and one that differs marks the notebook unsaved before
+    the reader has touched it."""
     for key in list(nb.metadata):
         if key not in KEEP_NOTEBOOK_METADATA:
             del nb.metadata[key]
-    info = nb.metadata.get("language_info")
-    if info is not None:
-        nb.metadata["language_info"] = {k: v for k, v in info.items() if k in ("name", "file_extension", "mimetype")}
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
