@@ -117,7 +117,7 @@ def tally(table: pd.DataFrame) -> str:
             f"{counts.get(WITHIN, 0)} within tolerance, {counts.get(NOT_HERE, 0)} not reproducible here, "
             f"{counts.get(DIFFERS, 0)} differ")
     if counts.get(NO_FIGURE, 0):
-        line += f"; {counts.get(NO_FIGURE)} value(s) measured that the chapter has no figure for"
+        line += f"; {counts.get(NO_FIGURE)} more measured, with no chapter figure"
     return line
 
 
