@@ -209,3 +209,26 @@ def test_notebooks_print_no_temporary_paths_or_random_ids():
         text = path.read_text()
         assert "/tmp/" not in text and "harness-ws-" not in text, path.name
         assert not re.search(r"chatcmpl-[0-9a-f]{8}", text), path.name
+
+
+def _kinds(outputs) -> list:
+    """What a cell showed, by kind: stream names, MIME types, error names (not the values, which move)."""
+    return [(o.output_type, o.get("name") or o.get("ename") or tuple(sorted(o.get("data", {})))) for o in outputs]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12-")], ids=lambda p: p.stem)
+def test_every_cell_runs_again_alone_after_run_all(path, tmp_path):
+    """Run All, then every code cell once more on its own, last first: each gives the same kind of result
+    (the provider outlives every cell; no cell consumes what another made)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        first = {i: _kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+        for index in reversed(first):
+            client.execute_cell(nb.cells[index], index)  # raises on an error output
+            assert _kinds(nb.cells[index].outputs) == first[index], nb.cells[index].source

@@ -15,6 +15,7 @@ with one line and no half result; the runs themselves end as interrupted, "user 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import signal
@@ -268,6 +269,21 @@ async def five_exits(base_url: str):
              "resumable": o.state.resumable, "turns": o.state.turns, "cost_usd": round(o.state.cost_usd, 6),
              "error": o.state.error or ""} for k, o in outs.items()]
     return pd.DataFrame(rows), outs
+
+
+@all_or_nothing
+async def resume_the_resumable(base_url: str, outs: dict, raised_cap: int = 10):
+    """Continue copies of two of ``five_exits``'s runs: the capped one with its cap raised, the one that
+    stopped for approval with its call approved. Copies, so the cell can be run again and again."""
+    raised_cap = params.whole_number("RAISED_CAP", raised_cap, 1, MAX_CAP)
+    capped = outs["runaway, cap 8"]
+    more = await scenario(base_url, "runaway", state=copy.deepcopy(capped.state), max_turns=raised_cap)
+    waiting = outs["destructive (needs approval)"]
+    state = copy.deepcopy(waiting.state)
+    approve(state, state.interruption["callId"])
+    # The same workspace: a second approval of the same call is answered from delete_file's journal.
+    approved = await scenario(base_url, "destructive", state=state, workspace=waiting.workspace)
+    return more, approved
 
 
 # -- 5. tool errors ----------------------------------------------------------------------------------------
