@@ -10,9 +10,10 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
 * the toolbar's Stop pressed during 09's scan: the run ends ``interrupted`` with the chapter's reason, and
   the next cell loads it from disk and resumes it.
 
-Each step's screenshot is saved on failure, in a folder the failure message names (set
-``HARNESS_BROWSER_SHOTS=DIR`` to keep every step's). Without Chromium or Playwright the test is skipped,
-except under CI (``CI=true``), where their absence is a failure: ``.ci/run`` installs Chromium.
+A screenshot of each step is kept when a step fails, in a folder the failure message names (set
+``HARNESS_BROWSER_SHOTS=DIR`` to keep them whatever happens, to look at the notebooks). Without Chromium
+or Playwright the test is skipped, except under CI (``CI=true``), where their absence is a failure:
+``.ci/run`` installs Chromium.
 """
 
 from __future__ import annotations
@@ -126,10 +127,11 @@ def _shut_down_kernels(lab):
 
 # -- the browser -----------------------------------------------------------------------------------------
 class Steps:
-    """Every step runs inside ``step(name)``: on failure its screenshot is saved and named in the error."""
+    """Every step runs inside ``step(name)`` and leaves a screenshot; the folder is kept, and named in the
+    error, when a step fails (and always with ``HARNESS_BROWSER_SHOTS``), removed when every step passed."""
 
-    def __init__(self, page, folder: Path, keep_all: bool):
-        self.page, self.folder, self.keep_all, self.n = page, folder, keep_all, 0
+    def __init__(self, page, folder: Path):
+        self.page, self.folder, self.n, self.passed = page, folder, 0, False
 
     @contextlib.contextmanager
     def step(self, name: str):
@@ -139,11 +141,11 @@ class Steps:
             yield
         except BaseException as e:
             with contextlib.suppress(Exception):
-                self.page.screenshot(path=str(shot), full_page=True)
-            raise AssertionError(f"browser step {name!r} failed: {e}\nscreenshots in {self.folder}") from e
-        if self.keep_all:
-            with contextlib.suppress(Exception):
-                self.page.screenshot(path=str(shot), full_page=False)
+                self.page.screenshot(path=str(shot))
+            raise AssertionError(f"browser step {name!r} failed: {e}\nscreenshots of every step so far in "
+                                 f"{self.folder}") from e
+        with contextlib.suppress(Exception):
+            self.page.screenshot(path=str(shot))
 
 
 @pytest.fixture(scope="module")
@@ -153,21 +155,17 @@ def steps(lab):
     keep = os.environ.get("HARNESS_BROWSER_SHOTS")
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="harness-browser-"))
     folder.mkdir(parents=True, exist_ok=True)
-    failed = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
-        s = Steps(page, folder, keep_all=bool(keep))
+        s = Steps(page, folder)
         try:
             yield s
-        except BaseException:
-            failed.append(True)
-            raise
         finally:
             browser.close()
-    if not keep and not any(folder.iterdir()):
-        folder.rmdir()  # nothing failed: no screenshots to keep
+    if s.passed and not keep:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _open(lab, page, name: str):
@@ -325,3 +323,4 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         assert "on disk: status=interrupted" in text and "resumed: status=completed" in text, text
         assert page.locator(ERROR_OUTPUT).count() == 0
     _shut_down_kernels(lab)
+    steps.passed = True
