@@ -288,3 +288,12 @@ def test_notebook_03_with_a_scalar_budget_and_a_bad_one(tmp_path):
     errors = _outputs(nb, "error")
     assert errors and all(e.traceback == ["ParameterError: BUDGETS accepts a number of dollars above 0 and at most "
                                           "1, or a tuple of them; got 'a lot'"] for e in errors[:1])
+
+
+def test_the_prose_about_the_policies_follows_the_cap(url):
+    table, _, _ = arun(ex.tool_errors(url))
+    assert ex.policy_story(table).startswith("Only `descriptive` got to an answer")
+    table, _, _ = arun(ex.tool_errors(url, cap=2))
+    story = ex.policy_story(table)
+    assert story.startswith("No policy got to an answer") and "after 2 turns" in story
+    assert " $" not in story  # dollars only inside code spans: a bare "$" starts a formula in Markdown

@@ -311,6 +311,22 @@ async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12):
     return table, permanent, measured
 
 
+def policy_story(table: pd.DataFrame) -> str:
+    """05's conclusion, in words computed from its table (Markdown)."""
+    answered = list(table.index[table["answered"]])
+    costs = ", ".join(f"`{p}` `${c:.6f}`" for p, c in table["cost_usd"].items())  # code: no "$" math
+    if not answered:
+        d = table.loc["descriptive"]
+        return (f"No policy got to an answer ({costs}): even the `descriptive` run ended `{d['status']}` after "
+                f"{d['turns']} turns, before it could use what the error told it. Try a larger `CAP`.")
+    who = " and ".join(f"`{p}`" for p in answered)
+    line = f"Only {who} got to an answer ({costs})."
+    if "generic" not in answered:
+        line += (" The `generic` policy keeps the loop alive and still loses, because the one thing the model "
+                 "needed, the hint in the error text, never reached it.")
+    return line
+
+
 def _model_read(state: RunState) -> str:
     """The first tool result, if the model was ever shown it (a run stopped by a fatal error never was)."""
     for i, m in enumerate(state.messages):
