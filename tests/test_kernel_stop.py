@@ -111,10 +111,14 @@ def test_stop_during_09s_scan_ends_the_run_with_the_chapters_reason_at_once(kern
 
 
 @pytest.mark.slow
-def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(kernel):
+@pytest.mark.parametrize("cell", [
+    "table, timelines, measured = await ex.cancellation(url)",         # 09's three scans, ~7.5 s left alone
+    "table, slope, intercept, measured = await ex.latency(repeats=3)",  # 11's providers of growing latency, ~5 s
+])
+def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(kernel, cell):
     km, kc = kernel
     assert _run(kc, "table = 'before'")[0] == "ok"
-    msg_id = kc.execute("table, timelines, measured = await ex.cancellation(url)")  # ~7.5 s left alone
+    msg_id = kc.execute(cell)
     messages, elapsed = _interrupt_and_wait(km, kc, msg_id, 1.0)
     errors = [m["content"] for m in messages if m["msg_type"] == "error"]
     assert len(errors) == 1 and errors[0]["ename"] == "Stopped"
