@@ -1,10 +1,11 @@
-# Two commands a reader needs: `make chapter` recomputes the whole chapter, `make test` checks it.
+# Two commands a reader needs: `make chapter` recomputes the whole chapter, `make test` checks it;
+# `make lab` opens the notebooks.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test bench clean
+.PHONY: chapter test bench lab clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +19,13 @@ chapter: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
+
+# Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
+# before a user's own kernelspecs, so "python3" is the kernel this environment installed).
+lab: $(STAMP)
+	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(BIN)/python -m jupyterlab --ServerApp.ip=127.0.0.1 \
+		--ServerApp.root_dir=$(CURDIR)/notebooks --MappingKernelManager.default_kernel_name=python3 \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: $(STAMP)
 	$(BIN)/python -m harness_lib.bench

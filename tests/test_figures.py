@@ -106,9 +106,9 @@ def test_cancellation(url):
 
 
 def test_trace_equals_the_chapter(url, tmp_path):
-    out, path, diff, m = go(E.trace_demo(url, tmp_path))
+    out, events, diff, m = go(E.trace_demo(url, tmp_path))
     assert m["trace.lines"] == 6, diff[~diff.same]
-    assert len({e["runId"] for e in E.read(path)}) == 1
+    assert len({e["runId"] for e in events}) == 1 and events == E.read(tmp_path / "trace.jsonl")
 
 
 def test_comparison_has_no_differences_on_what_these_tests_measure(url):

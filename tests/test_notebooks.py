@@ -44,8 +44,8 @@ def test_request_parts_without_tools_has_no_schema_tokens(url):
 
 
 def test_trace_helpers_on_the_approval_run(url, tmp_path):
-    _, path, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
-    events = read(path)
+    _, events, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
+    assert events == read(tmp_path / "trace.jsonl")
     assert {e["runId"] for e in events} == {"n1"} and measured == {"trace.lines": 6}
     lines = ex.trace_lines(events).splitlines()
     assert len(lines) == 6 and '"ts"' not in "".join(lines) and lines[0].startswith('{"runId":"n1","type":"turn"')
@@ -141,13 +141,15 @@ def test_show_publishes_a_png_and_nothing_else(monkeypatch):
 # -- the executor -----------------------------------------------------------------------------------
 def test_strip_drops_volatile_metadata_and_keeps_outputs():
     nb = nbformat.v4.new_notebook()
+    info = {"name": "python", "version": "3.12.1", "codemirror_mode": {"name": "ipython", "version": 3}}
     nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                        "language_info": {"name": "python", "version": "3.12.1"}, "widgets": {}})
+                        "language_info": dict(info), "widgets": {}})
     cell = nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", text="1\n")])
     cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
     nb.cells = [cell]
     notebooks.strip(nb)
-    assert set(nb.metadata) == {"kernelspec", "language_info"} and nb.metadata.language_info == {"name": "python"}
+    # language_info is kept whole: JupyterLab rewrites a partial one on open and marks the notebook unsaved
+    assert set(nb.metadata) == {"kernelspec", "language_info"} and nb.metadata.language_info == info
     assert "execution" not in nb.cells[0].metadata and nb.cells[0].outputs[0].text == "1\n"
 
 
@@ -178,8 +180,12 @@ def test_notebook_shape(path):
     assert "parameters" in code[0].metadata.get("tags", []), "the first code cell holds the parameters"
     setup_cell = code[1]
     setup = setup_cell.source
-    assert "ScriptedProvider().start()" in setup and "figure_formats = ['png']" in setup
-    assert code[-1].source.strip() == "provider.stop()"
+    assert "figure_formats = ['png']" in setup
+    if path.stem.startswith("12-"):  # owned by issue 10 until the merge; the lead re-executes it then
+        assert "ScriptedProvider().start()" in setup or "ScriptedProvider.shared()" in setup
+    else:  # the provider lives as long as the kernel: no cell stops it, so every cell can be re-run
+        assert "ScriptedProvider.shared()" in setup
+        assert not any("provider.stop()" in c.source for c in code)
     for cell in code:
         assert cell is setup_cell or len(cell.source.splitlines()) <= 12, f"a long cell: {cell.source[:60]!r}"
         for out in cell.get("outputs", []):
@@ -189,8 +195,46 @@ def test_notebook_shape(path):
             assert "image/svg+xml" not in out.get("data", {})
 
 
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12-")], ids=lambda p: p.stem)
+def test_notebook_names_the_kernel_the_environment_installed(path):
+    """JupyterLab rewrites any other kernelspec or language_info on opening: the notebook would open unsaved. (12 is
+    re-executed by the lead after the merge of issue 10, which owns it until then.)"""
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.kernelspec == notebooks.kernelspec()
+    assert {"version", "codemirror_mode", "pygments_lexer"} <= set(nb.metadata.language_info)
+
+
 def test_notebooks_print_no_temporary_paths_or_random_ids():
     for path in NOTEBOOKS:
         text = path.read_text()
         assert "/tmp/" not in text and "harness-ws-" not in text, path.name
         assert not re.search(r"chatcmpl-[0-9a-f]{8}", text), path.name
+
+
+def _kinds(outputs) -> list:
+    """What a cell showed, by kind: stream names, MIME types, error names (not the values, which move).
+    Consecutive chunks of one stream count once: how a print is cut into messages is the kernel's timing."""
+    kinds = []
+    for o in outputs:
+        kind = (o.output_type, o.get("name") or o.get("ename") or tuple(sorted(o.get("data", {}))))
+        if not (kinds and kind[0] == "stream" and kinds[-1] == kind):
+            kinds.append(kind)
+    return kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12-")], ids=lambda p: p.stem)
+def test_every_cell_runs_again_alone_after_run_all(path, tmp_path):
+    """Run All, then every code cell once more on its own, last first: each gives the same kind of result
+    (the provider outlives every cell; no cell consumes what another made)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        first = {i: _kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+        for index in reversed(first):
+            client.execute_cell(nb.cells[index], index)  # raises on an error output
+            assert _kinds(nb.cells[index].outputs) == first[index], nb.cells[index].source

@@ -4,6 +4,10 @@ Token counts, turns, statuses and outcomes must match exactly; dollars and ratio
 printed at the chapter's precision, reads the same; times match within the tolerance the CSV states
 (``3x``: within a factor of three; ``50ms``: within 50 ms); ``unreproducible`` figures need the
 chapter's own machine or model and are shown as recorded.
+
+A reader who changes a parameter measures values the chapter never printed: a measured key that is not a
+figure id but a label (it contains a space, e.g. ``"runaway, cap 5: input tokens"``) is listed with "the
+chapter has no figure for this value". A key that looks like an id and is not one is an error.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import pandas as pd
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducible here", "DIFFERS"
+NO_FIGURE = "the chapter has no figure for this value"
+COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
 
 
 def chapter_figures() -> pd.DataFrame:
@@ -55,11 +61,31 @@ def judge(kind: str, chapter: str, ours: str, tolerance: str) -> str:
     return WITHIN if ok else DIFFERS
 
 
+def tolerance_text(kind: str, tolerance: str) -> str:
+    """What "match" means for a figure, in words: the tolerance every comparison table shows."""
+    if kind == "unreproducible":
+        return "needs the chapter's machine"
+    if kind != "time":
+        return "exact"
+    if tolerance.endswith("x"):
+        return f"within {tolerance[:-1]}×"
+    return f"± {tolerance.removesuffix('ms')} ms"
+
+
+def is_label(key: str) -> bool:
+    return " " in key
+
+
 def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
-    """figure | chapter | ours | match, for the figures of ``section`` (all of them when None) that
-    were measured (the unreproducible ones are always listed)."""
+    """figure | chapter | ours | tolerance | match, for the figures of ``section`` (all of them when
+    None) that were measured (the unreproducible ones are always listed), then the measured values the
+    chapter has no figure for (keys that are labels, not ids)."""
+    figures = chapter_figures()
+    unknown = [k for k in measured if not is_label(k) and k not in set(figures["id"])]
+    if unknown:
+        raise KeyError(f"not figure ids in data/chapter_figures.csv: {', '.join(unknown)}")
     rows = []
-    for f in chapter_figures().itertuples():
+    for f in figures.itertuples():
         if section and f.section != section:
             continue
         if f.id not in measured and f.kind != "unreproducible":
@@ -68,13 +94,37 @@ def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
         rows.append({"section": f.section, "id": f.id, "figure": f.figure,
                      "chapter": f.value + (f" {f.unit}" if f.unit in ("ms",) else ""),
                      "ours": ours + (f" {f.unit}" if f.unit in ("ms",) and ours else ""),
+                     "tolerance": tolerance_text(f.kind, f.tolerance),
                      "match": judge(f.kind, f.value, ours, f.tolerance)})
-    return pd.DataFrame(rows)
+    for key, value in measured.items():
+        if is_label(key):
+            rows.append({"section": section or "", "id": "", "figure": key, "chapter": "", "ours": render(value),
+                         "tolerance": "", "match": NO_FIGURE})
+    return pd.DataFrame(rows, columns=["section", "id", *COLUMNS])
+
+
+def relabel(measured: dict, note: str) -> dict:
+    """``measured`` with every figure id replaced by its figure's label plus ``note``: values measured
+    under parameters the chapter did not use, so the chapter's figure does not apply to them."""
+    labels = dict(zip(chapter_figures()["id"], chapter_figures()["figure"]))
+    return {(f"{labels[k]} ({note})" if k in labels else k): v for k, v in measured.items()}
 
 
 def tally(table: pd.DataFrame) -> str:
-    counts = table["match"].value_counts()
-    total = len(table)
-    return (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly, "
+    counts = table["match"].value_counts() if "match" in table else pd.Series(dtype=int)
+    total = len(table) - counts.get(NO_FIGURE, 0)
+    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly, "
             f"{counts.get(WITHIN, 0)} within tolerance, {counts.get(NOT_HERE, 0)} not reproducible here, "
             f"{counts.get(DIFFERS, 0)} differ")
+    if counts.get(NO_FIGURE, 0):
+        line += f"; {counts.get(NO_FIGURE)} more measured, with no chapter figure"
+    return line
+
+
+def beside_the_chapter(measured: dict, section: str):
+    """A notebook's last table: prints the tally, returns the comparison (tolerance shown) for display."""
+    from .params import table as show_table
+
+    comparison = compare(measured, section=section)
+    print(tally(comparison))
+    return show_table(comparison[COLUMNS].reset_index(drop=True))

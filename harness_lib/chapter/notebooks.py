@@ -23,17 +23,28 @@ VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop volatile metadata (timestamps, widget state, the Python patch version); keep outputs."""
+    """Drop volatile metadata (timestamps, widget state); keep outputs.
+
+    ``language_info`` is kept whole, as the kernel reported it (the Python version included): JupyterLab
+    writes the kernel's ``language_info`` into a notebook as it opens, and one that differs marks the
+    notebook unsaved before the reader has touched it."""
     for key in list(nb.metadata):
         if key not in KEEP_NOTEBOOK_METADATA:
             del nb.metadata[key]
-    info = nb.metadata.get("language_info")
-    if info is not None:
-        nb.metadata["language_info"] = {k: v for k, v in info.items() if k in ("name", "file_extension", "mimetype")}
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
     return nb
+
+
+def kernelspec(kernel_name: str = "python3") -> dict:
+    """The notebook metadata of the kernel the environment installed. JupyterLab replaces a kernelspec
+    whose display name differs (``Python 3`` for ``Python 3 (ipykernel)``), which marks the notebook
+    unsaved the moment it opens, before the reader has touched it."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    return {"display_name": spec.display_name, "language": spec.language, "name": kernel_name}
 
 
 def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") -> float:
@@ -44,6 +55,7 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, record_timing=False,
                    resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
     seconds = time.perf_counter() - started
+    nb.metadata["kernelspec"] = kernelspec(kernel_name)
     nbformat.write(strip(nb), path)
     return seconds
 

@@ -126,6 +126,7 @@ def quadratic_growth(prefix: pd.DataFrame, coefficients) -> Figure:
                    label=f"fit {a:.1f} n² + {b:.1f} n {'+' if c >= 0 else '−'} {abs(c):.1f}")
         right.set_title("Input tokens paid for, turns 1..n")
         right.set_xlabel("turn cap n")
+        right.set_ylabel("input tokens (cumulative)")
         right.legend(loc="upper left")
         for ax in (left, right):
             ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
@@ -140,8 +141,14 @@ def cost_vs_cap(prefix: pd.DataFrame, runs: pd.DataFrame) -> Figure:
         ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label="prefix sums of one run")
         ax.scatter(runs.index, runs["cost_usd"], color=ORANGE, zorder=3, s=36, label="a separate run at that cap")
         last = runs.index.max()
-        for cap, cost in runs["cost_usd"].items():
-            ax.annotate(f"cap {cap}: ${cost:.3f}", (cap, cost), xytext=(-8, 4) if cap == last else (8, -3),
+        span = max(prefix.index.max(), last) or 1
+        lift, previous = 0, None
+        for cap, cost in sorted(runs["cost_usd"].items()):
+            # Caps close together would print their labels on top of each other: stack them instead.
+            lift = lift + 11 if previous is not None and (cap - previous) < 0.12 * span else 0
+            previous = cap
+            ax.annotate(f"cap {cap}: ${cost:.3f}", (cap, cost),
+                        xytext=(-8, 4 + lift) if cap == last else (8, -3 + lift),
                         textcoords="offset points", ha="right" if cap == last else "left",
                         va="bottom" if cap == last else "top", fontsize=8.5)
         ax.set_xlabel("turn cap (the runaway script never stops by itself)")
@@ -193,8 +200,13 @@ def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = Non
                           if max(map(len, labels)) > 12 else "center")
             ax.set_title(title)
             ax.set_ylim(0, max(table[column].max(), 1e-12) * 1.2)
+            if pd.api.types.is_integer_dtype(table[column]):  # counts: no half-ticks
+                ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
             if table[column].max() >= 1000:
                 ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+        if table.attrs.get("recorded"):  # data not measured here says so on the figure itself
+            fig.suptitle(f"Recorded data: {table.attrs['recorded']}", x=0.01, ha="left", fontsize=9,
+                         color=GREY, style="italic")
         if highlight is not None and highlight.any() and highlight_label:
             from matplotlib.patches import Patch
             axes[-1].legend(handles=[Patch(color=GREEN, label=highlight_label)], loc="upper left")
@@ -225,7 +237,7 @@ def cancel_timeline(timelines: dict[str, pd.DataFrame], ended_ms: dict[str, floa
         ax.set_xlabel("ms since scan_archive started (dots: progress events)")
         ax.set_title("Progress while the tool runs, and how soon Stop takes effect")
         ax.grid(axis="x", alpha=0.3)
-        ax.set_xlim(0, max(ended_ms.values()) * 1.15)
+        ax.set_xlim(0, max(*ended_ms.values(), (stop_at_s or 0) * 1000) * 1.15)
     return fig
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..scripted import ScriptedProvider
 from . import experiments as E
-from .figures import compare, tally
+from .figures import compare, is_label, tally
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
@@ -34,7 +34,9 @@ async def measure_all(base_url: str) -> dict:
     measured.update((await E.cancellation(base_url))[2])
     measured.update((await E.trace_demo(base_url))[3])
     measured.update((await E.latency())[3])
-    return measured
+    # The chapter's figures only: values it printed none for (the $0.005 and $0.050 budgets) are the
+    # notebooks' business.
+    return {k: v for k, v in measured.items() if not is_label(k)}
 
 
 def write_reports(table: pd.DataFrame, line: str, timings: dict) -> None:
@@ -45,8 +47,8 @@ def write_reports(table: pd.DataFrame, line: str, timings: dict) -> None:
              "statuses and outcomes must match exactly; dollars and ratios at the chapter's printed precision; "
              "times within the tolerance in `data/chapter_figures.csv`.", ""]
     for section, rows in table.groupby("section", sort=False):
-        lines += [f"## {section}", "", "| figure | chapter | ours | match |", "|---|---|---|---|"]
-        lines += [f"| {r.figure} | {r.chapter} | {r.ours} | {r.match} |" for r in rows.itertuples()]
+        lines += [f"## {section}", "", "| figure | chapter | ours | tolerance | match |", "|---|---|---|---|---|"]
+        lines += [f"| {r.figure} | {r.chapter} | {r.ours} | {r.tolerance} | {r.match} |" for r in rows.itertuples()]
         lines.append("")
     if timings:
         lines += ["## How long it took on this machine", "", "| step | seconds |", "|---|---|"]
@@ -76,6 +78,6 @@ def main(json_out: bool = False, execute: bool = False) -> int:
         print(json.dumps({"figures": table.to_dict(orient="records"), "summary": line}, ensure_ascii=False))
     else:
         with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
-            print(table[["id", "chapter", "ours", "match"]].to_string(index=False))
+            print(table[["id", "chapter", "ours", "tolerance", "match"]].to_string(index=False))
         print(line)
     return 0

@@ -15,6 +15,7 @@ stops halfway), ``"slow:SECONDS"`` (the first byte waits), ``"drop"`` (the conne
 
 from __future__ import annotations
 
+import atexit
 import collections
 import json
 import socket
@@ -310,6 +311,19 @@ class ScriptedProvider:
         """Milliseconds spent handling requests so far (injected latency included)."""
         return self._server.busy_s * 1000
 
+    @classmethod
+    def shared(cls) -> "ScriptedProvider":
+        """The provider of this process: started on first use, stopped when the interpreter exits.
+
+        A notebook asks for it in its setup cell and never stops it, so every cell can be run again,
+        alone, after Run All; the kernel's exit (a restart, a shutdown) takes the server with it."""
+        with _SHARED_LOCK:
+            global _SHARED
+            if _SHARED is None or _SHARED._thread is None:
+                _SHARED = cls().start()
+                atexit.register(_SHARED.stop)
+            return _SHARED
+
     def inject(self, *faults: str) -> "ScriptedProvider":
         with self._server.lock:
             self._server.faults.extend(faults)
@@ -338,6 +352,10 @@ class ScriptedProvider:
 
     def __repr__(self):
         return f"ScriptedProvider({self.base_url!r}, latency_ms={self.latency_ms})"
+
+
+_SHARED: ScriptedProvider | None = None
+_SHARED_LOCK = threading.Lock()
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, latency_ms: float = 0.0):

@@ -1,0 +1,181 @@
+"""Checking a notebook's parameters, and showing tables and text the way a reader reads them.
+
+A reader edits a parameters cell. A reasonable value (a tuple of any caps, one budget instead of three)
+must simply work; an unreasonable one gets one line naming the parameter and what it accepts, never a
+traceback from library code. ``ParameterError`` renders as that one line in IPython.
+
+Parameter names are the notebooks' (``CAPS``, ``BUDGETS``...): each chapter function checks its
+arguments under the upper-case name the notebooks give them.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from numbers import Integral, Real
+
+import pandas as pd
+
+
+class ParameterError(ValueError):
+    """A notebook parameter out of range. IPython shows it as one line, without a traceback."""
+
+    def _render_traceback_(self):
+        return [f"ParameterError: {self}"]
+
+
+def check_param(name: str, value, accepts: str, ok) -> object:
+    """``value`` if ``ok(value)`` is true (and does not raise), else ``ParameterError`` naming ``name``."""
+    try:
+        good = bool(ok(value))
+    except Exception:  # noqa: BLE001 - a predicate that cannot even look at the value says "no"
+        good = False
+    if not good:
+        raise ParameterError(f"{name} accepts {accepts}; got {value!r}")
+    return value
+
+
+def _is_whole(v) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def whole_number(name: str, value, low: int = 1, high: int | None = None) -> int:
+    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+    check_param(name, value, f"a whole number {span}",
+                lambda v: _is_whole(v) and v >= low and (high is None or v <= high))
+    return int(value)
+
+
+def number(name: str, value, above: float | None = 0.0, at_least: float | None = None, high: float | None = None,
+           unit: str = "") -> float:
+    if at_least is not None:
+        span = f"of at least {at_least:g}{unit}"
+    else:
+        span = f"above {above:g}{unit}" if above is not None else ""
+    span += f" and at most {high:g}{unit}" if high is not None else ""
+    check_param(name, value, f"a number {span}".strip(),
+                lambda v: _is_number(v) and (at_least is None or v >= at_least)
+                and (at_least is not None or above is None or v > above) and (high is None or v <= high))
+    return float(value)
+
+
+def _several(name: str, value, one, accepts: str) -> tuple:
+    items = (value,) if not isinstance(value, (list, tuple, set, frozenset, range, pd.Index)) else tuple(value)
+    if isinstance(value, (set, frozenset)):
+        items = tuple(sorted(items))
+    check_param(name, items, accepts, lambda xs: len(xs) > 0)
+    out = []
+    for item in items:
+        try:
+            out.append(one(item))
+        except ParameterError:
+            raise ParameterError(f"{name} accepts {accepts}; got {value!r}") from None
+    return tuple(dict.fromkeys(out))  # each value once, in the reader's order
+
+
+def whole_numbers(name: str, value, low: int = 1, high: int | None = None) -> tuple[int, ...]:
+    """One whole number or several (a tuple, a list, a range); each once, in order."""
+    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+    return _several(name, value, lambda v: whole_number(name, v, low, high),
+                    f"a whole number {span}, or a tuple of them")
+
+
+def numbers(name: str, value, above: float = 0.0, at_least: float | None = None, unit: str = "") -> tuple[float, ...]:
+    span = f"of at least {at_least:g}{unit}" if at_least is not None else f"above {above:g}{unit}"
+    return _several(name, value, lambda v: number(name, v, above=above, at_least=at_least),
+                    f"a number {span}, or a tuple of them")
+
+
+def one_of(name: str, value, choices) -> str:
+    choices = list(choices)
+    check_param(name, value, "one of " + ", ".join(repr(c) for c in choices), lambda v: v in choices)
+    return value
+
+
+def text(name: str, value, empty: bool = False) -> str:
+    check_param(name, value, "a string" if empty else "a non-empty string",
+                lambda v: isinstance(v, str) and (empty or v.strip()))
+    return value
+
+
+# -- showing things -------------------------------------------------------------------------------------
+class Table:
+    """A DataFrame as a notebook shows it, with text columns aligned left (JupyterLab right-aligns every
+    cell), text wrapped rather than escaped (``\\n`` becomes a line break), and the same text form
+    pandas prints. Its HTML is deterministic, so nbval can compare it."""
+
+    def __init__(self, df: pd.DataFrame, precision: int = 6):
+        self.df, self.precision = df, precision
+
+    def __repr__(self):
+        return repr(self.df)
+
+    def _repr_html_(self):
+        df = self.df
+        left = [df[c].dtype == object or pd.api.types.is_string_dtype(df[c]) for c in df.columns]
+        index_names = [n or "" for n in df.index.names]
+        head = []
+        levels = df.columns.nlevels
+        for level in range(levels):
+            labels = [c[level] if levels > 1 else c for c in df.columns]
+            cells, k = [], 0
+            while k < len(labels):  # a label repeated over adjacent columns spans them
+                span = 1
+                while levels > 1 and level < levels - 1 and k + span < len(labels) and labels[k + span] == labels[k]:
+                    span += 1
+                align = "left" if left[k] else "right"
+                cells.append(f'<th style="text-align: {align}"' + (f' colspan="{span}"' if span > 1 else "") +
+                             f">{html.escape(str(labels[k]))}</th>")
+                k += span
+            blank = "".join("<th></th>" for _ in index_names)
+            head.append(f"<tr>{blank}{''.join(cells)}</tr>")
+        if any(index_names):
+            head.append("<tr>" + "".join(f'<th style="text-align: left">{html.escape(n)}</th>' for n in index_names) +
+                        "".join("<th></th>" for _ in df.columns) + "</tr>")
+        body = []
+        for key, row in zip(df.index, df.itertuples(index=False)):
+            keys = key if isinstance(key, tuple) else (key,)
+            th = "".join(f'<th style="text-align: left">{html.escape(str(k))}</th>' for k in keys)
+            tds = "".join(f'<td style="text-align: left; white-space: pre-wrap">{self._cell(v)}</td>' if is_left
+                          else f"<td>{self._cell(v)}</td>" for v, is_left in zip(row, left))
+            body.append(f"<tr>{th}{tds}</tr>")
+        return ('<table class="dataframe">\n<thead>\n' + "\n".join(head) + "\n</thead>\n<tbody>\n" +
+                "\n".join(body) + "\n</tbody>\n</table>")
+
+    def _cell(self, v) -> str:
+        if v is None or (not isinstance(v, (list, tuple, dict, str)) and pd.isna(v)):
+            return ""
+        if isinstance(v, float):
+            return f"{v:.{self.precision}f}"
+        return html.escape(str(v))
+
+
+def table(df: pd.DataFrame, precision: int = 6) -> Table:
+    return Table(df, precision)
+
+
+class Text:
+    """Monospaced text that scrolls sideways instead of wrapping mid-number (a trace's JSON lines)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_html_(self):
+        return ('<pre style="white-space: pre; overflow-x: auto; font-size: 12px; line-height: 1.35">'
+                f"{html.escape(self.text, quote=False)}</pre>")
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (left-aligned; Markdown inside the cells renders)."""
+    columns = [df.index.name or "", *df.columns]
+    rows = [[str(i), *(str(v) for v in row)] for i, row in zip(df.index, df.itertuples(index=False))]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(":--" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
