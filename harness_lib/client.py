@@ -96,7 +96,7 @@ class ModelClient:
                        **extra) -> dict:
         body = {"model": model, "messages": messages, **extra}
         if tools:
-            body["tools"] = tools
+            body.update(tools=tools, tool_choice="auto")  # OpenAI's default, said aloud: some servers need it
         payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()  # once, not per retry
         for attempt in range(self.max_retries + 1):
             response, problem = None, None
