@@ -47,6 +47,17 @@ def fake(model_file, monkeypatch):
     return make
 
 
+@pytest.fixture
+def fake_installed(monkeypatch, model_file):
+    """The default LocalModel() (what the CLI, run_six and the report use) starting the fake server."""
+    monkeypatch.setattr(local, "SERVER", FAKE)
+    monkeypatch.setattr(local, "missing", lambda: None)
+    monkeypatch.setattr(local, "model_path", lambda: model_file)
+    monkeypatch.setattr(local, "MODEL_SHA256", hashlib.sha256(model_file.read_bytes()).hexdigest())
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    monkeypatch.setenv("FAKE_DELAY", "0.3")
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -243,13 +254,8 @@ def test_the_six_tasks_against_a_well_behaved_fake(fake, monkeypatch):
     assert side[("chapter (Qwen2.5-0.5B, recorded)", "wall_ms")].sum() == 82896
 
 
-def test_the_command_line_runs_a_task_on_the_local_model(fake, monkeypatch, capsys, model_file, tmp_path):
+def test_the_command_line_runs_a_task_on_the_local_model(fake_installed, capsys, tmp_path):
     from harness_lib import cli
-    monkeypatch.setattr(local, "SERVER", FAKE)
-    monkeypatch.setattr(local, "missing", lambda: None)
-    monkeypatch.setattr(local, "model_path", lambda: model_file)
-    monkeypatch.setattr(local, "MODEL_SHA256", hashlib.sha256(model_file.read_bytes()).hexdigest())
-    monkeypatch.setenv("FAKE_MODE", "ok")
     assert cli.main(["run", "plan", "--local-model", "--json", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr()
     s = json.loads(out.out)
@@ -257,12 +263,8 @@ def test_the_command_line_runs_a_task_on_the_local_model(fake, monkeypatch, caps
     assert "local model: ready at http://127.0.0.1:" in out.err
 
 
-def test_the_command_line_names_a_server_that_died(monkeypatch, capsys, model_file, tmp_path):
+def test_the_command_line_names_a_server_that_died(fake_installed, monkeypatch, capsys, tmp_path):
     from harness_lib import cli
-    monkeypatch.setattr(local, "SERVER", FAKE)
-    monkeypatch.setattr(local, "missing", lambda: None)
-    monkeypatch.setattr(local, "model_path", lambda: model_file)
-    monkeypatch.setattr(local, "MODEL_SHA256", hashlib.sha256(model_file.read_bytes()).hexdigest())
     monkeypatch.setenv("FAKE_MODE", "segv")
     code = cli.main(["run", "plan", "--local-model", "--state-dir", str(tmp_path)])
     out = capsys.readouterr()
@@ -323,3 +325,51 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
     assert all(len(ms) == t for ms, t in zip(table.attrs["turn_ms"], table.turns))
     assert lines[-1].startswith("local model: ready at")
     assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
+
+
+def test_run_six_starts_and_stops_its_server(fake_installed):
+    table = lm_chapter.run_six(max_turns=3)
+    assert len(table) == 6 and table.attrs["load_s"] >= 0.3
+    assert set(table.status) == {"completed"}
+
+
+def test_the_report_marks_section_12_as_measured_with_another_model(fake_installed):
+    from harness_lib.chapter.figures import OTHER_MODEL, compare, tally
+    measured = lm_chapter.section_12_live()
+    assert measured == {"local.turns": 12, "local.toolruns": 6, "local.wall": measured["local.wall"],
+                        "local.mean_turn": measured["local.mean_turn"]}
+    table = compare(measured, section="12-local-model")
+    assert set(table.match) == {OTHER_MODEL}
+    assert tally(table) == ("0 of 4 chapter figures reproduced exactly, 0 within tolerance, 4 not reproducible "
+                            "here (4 measured here with another model), 0 differ")
+    assert tally(compare({}, section="12-local-model")).endswith("4 not reproducible here, 0 differ")
+
+
+def test_serve_local_serves_until_the_server_dies_and_says_why(fake_installed, monkeypatch, capsys):
+    import threading
+
+    import httpx
+
+    from harness_lib import cli
+    monkeypatch.setenv("FAKE_MODE", "segv")
+    port = local.free_port()
+
+    def crash_it():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": []}, timeout=5)
+
+    t = threading.Thread(target=crash_it)
+    t.start()
+    code = cli.main(["serve-local", "--port", str(port)])
+    t.join()
+    out = capsys.readouterr()
+    assert code == 2 and f"on http://127.0.0.1:{port}/v1" in out.out
+    assert "the local model server on port" in out.err and "died: killed by SIGSEGV" in out.err
+    assert local.port_is_free(port)

@@ -91,16 +91,21 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
     return table
 
 
-def run_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str | None = None,
-            **server_options) -> pd.DataFrame | None:
-    """Start the local model, run the six tasks, stop it. None (and nothing started) when the ``local``
-    extra is not installed; the table's ``attrs`` also hold ``load_s``, the model's loading time."""
+async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str | None = None,
+                   **server_options) -> pd.DataFrame | None:
+    """Start the local model, run the six tasks, stop it (``await`` it in a notebook). None, and nothing
+    started, when the ``local`` extra is not installed. ``table.attrs["load_s"]``: the model's loading time."""
     if local.missing():
         return None
     with LocalModel(progress=progress, **server_options) as lm:
-        table = asyncio.run(run_tasks(lm.base_url, lm.model, max_turns=max_turns, state_dir=state_dir, server=lm))
+        table = await run_tasks(lm.base_url, lm.model, max_turns=max_turns, state_dir=state_dir, server=lm)
         table.attrs["load_s"] = round(lm.load_s or 0.0, 1)
     return table
+
+
+def run_six(max_turns: int = MAX_TURNS, **options) -> pd.DataFrame | None:
+    """``arun_six`` for code that is not already inside an event loop."""
+    return asyncio.run(arun_six(max_turns, **options))
 
 
 def total_line(table: pd.DataFrame) -> str:
