@@ -425,3 +425,14 @@ def test_the_middleware_rewrites_chat_bodies_only():
     (p1, n1, b1), (_, _, b2), (_, _, b3) = seen
     assert json.loads(b1)["messages"][2]["content"] == "" and n1 == str(len(b1)).encode()
     assert b2 == b"not json at all" and json.loads(b3)["messages"][2]["content"] is None
+
+
+def test_the_turn_time_figure_shows_every_turn_of_both(url):
+    scripted = asyncio.run(lm_chapter.scripted_turn_ms(url, runs=2))
+    assert len(scripted) == 6 and all(ms > 0 for ms in scripted)      # two plan runs, three turns each
+    live = lm_chapter.pd.DataFrame({"task": ["a", "b"]})
+    live.attrs["turn_ms"] = [[700.0, 1500.0], [900.0]]
+    fig = lm_chapter.turn_times(live, scripted)
+    (ax,) = fig.axes
+    assert [len(c.get_offsets()) for c in ax.collections] == [6, 3]
+    assert ax.get_xscale() == "log" and lm_chapter.plots.png(fig).startswith(b"\x89PNG")

@@ -19,6 +19,7 @@ import sys
 import time
 
 import pandas as pd
+from matplotlib import ticker
 from matplotlib.figure import Figure
 
 from .. import local
@@ -132,7 +133,7 @@ def task_lines(table: pd.DataFrame) -> str:
 def beside_recorded(live: pd.DataFrame) -> pd.DataFrame:
     """The chapter's recorded table and ours, task by task, each under its own label."""
     recorded = ex.recorded_local_model().set_index("task")[["turns", "tool_runs", "wall_ms", "answer"]]
-    ours = live.set_index("task")[["turns", "tool_runs", "wall_ms", "status", "answer"]]
+    ours = live.set_index("task")[["turns", "tool_runs", "wall_ms", "status", "calls", "answer"]]
     return pd.concat({"chapter (Qwen2.5-0.5B, recorded)": recorded, "here (SmolLM2-135M, live)": ours}, axis=1)
 
 
@@ -163,6 +164,8 @@ def turn_times(live: pd.DataFrame, scripted_ms: list[float]) -> Figure:
         ax.set_yticks([0, 1], ["scripted provider", "local model\n(SmolLM2-135M)"])
         ax.set_ylim(-0.6, 1.6)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("wall time per turn (ms, log scale)")
         ax.grid(True, axis="x", alpha=0.3)
         ax.set_title("One turn: a scripted reply against a real model on this CPU")
