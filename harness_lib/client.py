@@ -205,7 +205,7 @@ class ModelClient:
                        **extra) -> dict:
         body = {"model": model, "messages": messages, **extra}
         if tools:
-            body["tools"] = tools
+            body.update(tools=tools, tool_choice="auto")  # OpenAI's default, said aloud: some servers need it
         if self.stream:
             body.update(stream=True, stream_options={"include_usage": True})
         try:  # once, not per retry

@@ -3,7 +3,9 @@
 Token counts, turns, statuses and outcomes must match exactly; dollars and ratios match when ours,
 printed at the chapter's precision, reads the same; times match within the tolerance the CSV states
 (``3x``: within a factor of three; ``50ms``: within 50 ms); ``unreproducible`` figures need the
-chapter's own machine or model and are shown as recorded.
+chapter's own machine or model and are shown as recorded, or, where this machine measured them with
+another model (section 12 with the ``local`` extra), marked as such: a figure of a different model,
+beside the chapter's, never a match.
 
 A reader who changes a parameter measures values the chapter never printed: a measured key that is not a
 figure id but a label (it contains a space, e.g. ``"runaway, cap 5: input tokens"``) is listed with "the
@@ -21,6 +23,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducible here", "DIFFERS"
 NO_FIGURE = "the chapter has no figure for this value"
 COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
+OTHER_MODEL = "measured here, another model"
 
 
 def chapter_figures() -> pd.DataFrame:
@@ -46,7 +49,7 @@ def render(value, like: str = "") -> str:
 
 def judge(kind: str, chapter: str, ours: str, tolerance: str) -> str:
     if kind == "unreproducible":
-        return NOT_HERE
+        return OTHER_MODEL if ours else NOT_HERE
     if kind != "time":
         return EXACT if chapter == ours else DIFFERS
     try:
@@ -113,8 +116,10 @@ def relabel(measured: dict, note: str) -> dict:
 def tally(table: pd.DataFrame) -> str:
     counts = table["match"].value_counts() if "match" in table else pd.Series(dtype=int)
     total = len(table) - counts.get(NO_FIGURE, 0)
+    other = f" ({counts[OTHER_MODEL]} measured here with another model)" if counts.get(OTHER_MODEL) else ""
     line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly, "
-            f"{counts.get(WITHIN, 0)} within tolerance, {counts.get(NOT_HERE, 0)} not reproducible here, "
+            f"{counts.get(WITHIN, 0)} within tolerance, "
+            f"{counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0)} not reproducible here{other}, "
             f"{counts.get(DIFFERS, 0)} differ")
     if counts.get(NO_FIGURE, 0):
         line += f"; {counts.get(NO_FIGURE)} more measured, with no chapter figure"

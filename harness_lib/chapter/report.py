@@ -17,6 +17,7 @@ import pandas as pd
 from ..scripted import ScriptedProvider
 from . import experiments as E
 from .figures import compare, is_label, tally
+from .local_model import section_12_live
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
@@ -69,6 +70,10 @@ def main(json_out: bool = False, execute: bool = False) -> int:
     with ScriptedProvider() as provider:
         measured = asyncio.run(measure_all(provider.base_url))
     timings["figures recomputed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if local_figures := section_12_live():  # only where the `local` extra is installed
+        measured.update(local_figures)
+        timings["section 12, live local model"] = time.perf_counter() - t0
     table = compare(measured)
     line = tally(table)
     timings["total"] = time.perf_counter() - started

