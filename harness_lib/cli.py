@@ -116,18 +116,22 @@ def _turn_cap(text: str) -> int:
     return _positive_int(text)
 
 
-def _price(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of dollars of at least 0, got {text}")
-    return value
+def _number(name: str, unit: str = "", above_zero: bool = False):
+    """An argparse type: a finite number of at least 0 (or above 0), named in its error message."""
+    def parse(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+            raise argparse.ArgumentTypeError(f"must be a finite number{unit} {'above' if above_zero else 'of at least'}"
+                                             f" 0, got {text}")
+        return value
+    parse.__name__ = name  # argparse names the type in "invalid ... value"
+    return parse
 
 
-def _timeout(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
-    return value
+_price = _number("price", " of dollars")
+_timeout = _number("timeout", " of seconds", above_zero=True)
+_seconds = _number("seconds")
+_budget = _number("budget", above_zero=True)
 
 
 def endpoint_options(q, saved):
@@ -213,23 +217,9 @@ class _Visible(Trace):
                     f"out{est} ({fields.get('finish')})")
         elif self.steps and type == "tool_start":
             line = f"      {fields['toolName']}({fields['args']})"
-        if line:
-            print(line, file=sys.stderr, flush=True)
+        if line:  # a tool's arguments and a server's words: shown, never obeyed
+            print(visible(line), file=sys.stderr, flush=True)
         return event
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
-    return value
-
-
-def _budget(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
-    return value
 
 
 def _nonempty(text: str) -> str:

@@ -62,3 +62,15 @@ def test_cancel_after(capsys):
     s = json.loads(capsys.readouterr().out)
     assert s["status"] == "interrupted" and s["interruption"] == {"type": "cancelled", "reason": "user pressed Stop"}
     assert s["wall_ms"] < 1000
+
+
+def test_step_lines_on_stderr_show_a_models_arguments_without_obeying_them(capsys):
+    """--stream prints each tool call on stderr: a model's escape sequence is shown, not sent raw."""
+    from harness_lib.cli import _Visible
+
+    trace = _Visible(None, steps=True)
+    trace.emit("r", "tool_start", toolName="read_file", args='{"path":"a\r\x1b[2Kb"}', callId="c1")
+    trace.emit("r", "retry", problem="HTTP 503: \x1b]0;pwned\x07", delay_s=0.5)
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err and "\x07" not in err
+    assert "\\x1b[2K" in err and "\\x1b]0;pwned" in err
