@@ -98,22 +98,27 @@ def aggregate(runs: list[dict]) -> dict:
         "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
         "request_bytes_last": last["request_bytes_last"], "calls": last["calls"], "tool_runs": last["tool_runs"],
         "ended": last["ended"],
-        "usage_matches": [r["runaway"]["usage_matches"] for r in runs] + [r["plan"]["usage_matches"] for r in runs],
+        "usage_matches": [r["runaway"]["usage_matches"] for r in runs],
+        "plan_usage_matches": [r["plan"]["usage_matches"] for r in runs],
         "plan_ended": runs[-1]["plan"]["ended"], "plan_calls": runs[-1]["plan"]["calls"],
     }
 
 
 def usage_word(matches: list) -> str:
+    """yes / no (k of n runs differ) / none (it reports no totals); a mix of none and yes says so."""
     if all(m is None for m in matches):
-        return "none reported"
-    return "yes" if all(matches) else f"no ({sum(1 for m in matches if m is False)} of {len(matches)} runs differ)"
+        return "none"
+    differ = sum(1 for m in matches if m is False)
+    if differ:
+        return f"no ({differ} of {len(matches)} runs differ)"
+    return "yes" if all(matches) else f"yes in {sum(1 for m in matches if m)} of {len(matches)} runs, else none"
 
 
 def table(figures: dict[str, dict], floor: str = "httpx") -> str:
     base = figures.get(floor, {}).get("median_ms")
     rows = ["| harness | ms/turn median (spread of runs) | x floor | min | turns 1-10 -> last 10 "
             "| 3-turn plan ms | import ms | peak RSS MB | request bytes, last call | model calls / tool runs "
-            "| at its cap | usage = server's |",
+            "| at its cap | usage = server's: runaway / plan |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in figures.items():
         ratio = f"{f['median_ms'] / base:.1f}" if base else "-"
@@ -121,7 +126,7 @@ def table(figures: dict[str, dict], floor: str = "httpx") -> str:
                     f"| {ratio} | {f['min_ms']:.2f} | {f['first_10_ms']:.2f} -> {f['last_10_ms']:.2f} "
                     f"| {f['plan_ms']:.1f} | {f['import_ms']:.0f} | {f['peak_rss_mb']:.0f} "
                     f"| {f['request_bytes_last']:,} | {f['calls']} / {f['tool_runs']} | {f['ended']} "
-                    f"| {usage_word(f['usage_matches'])} |")
+                    f"| {usage_word(f['usage_matches'])} / {usage_word(f['plan_usage_matches'])} |")
     return "\n".join(rows)
 
 

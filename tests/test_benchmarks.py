@@ -70,7 +70,9 @@ def test_the_report_table_says_what_was_measured():
     assert figures["median_ms"] == 2.0 and figures["spread_ms"] == (1.0, 3.0) and figures["min_ms"] == 0.5
     text = bench.table({"httpx": figures, "harness": figures})
     assert "2.00 (1.00-3.00)" in text and "| 1.0 |" in text
-    assert "no (3 of 6 runs differ)" in text  # a usage mismatch is reported, never averaged away
+    assert "| yes / no (3 of 3 runs differ) |" in text  # a usage mismatch is reported, never averaged away
+    assert bench.usage_word([None, None]) == "none" and bench.usage_word([True, None]) == \
+        "yes in 1 of 2 runs, else none"
 
 
 def test_every_harness_has_an_entry_and_a_label():

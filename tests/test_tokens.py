@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import pytest
 import tiktoken
 import tiktoken.load
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from harness_lib import tokens
@@ -360,3 +362,64 @@ def test_no_cache_when_off_or_unwritable(tmp_path, monkeypatch):
 def test_a_rank_line_without_a_rank_is_refused():
     with pytest.raises(tokens.RankFileError, match="without a rank"):
         tokens.parse_ranks(b"IQ== 0\nIg==\n")
+
+
+# -- the memo of piece counts (a cold start without building the encoder) ----------------------------------
+
+@pytest.fixture
+def fresh_counter(tmp_path, monkeypatch):
+    """tokens.count as in a new process, with its cache in tmp_path; ``restart()`` starts another one."""
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+
+    def restart():
+        monkeypatch.setattr(tokens, "_memo", tokens._Memo())
+        tokens.encoding.cache_clear()
+    restart()
+    yield restart
+    tokens.encoding.cache_clear()
+
+
+CHAPTER_TEXTS = [tokens.compact(body["messages"]) for body in __import__("harness_lib.bench", fromlist=["x"])
+                 .runaway_requests(12)] + ["errors.log mentions a timeout: worker 7 timed out after 30000 ms.",
+                                           "  two spaces,\n\n\ttabs\t and 'quotes' don't, 12345 ✓ é"]
+
+
+def test_a_second_process_counts_known_texts_without_building_the_encoder(fresh_counter):
+    first = [tokens.count(t) for t in CHAPTER_TEXTS]
+    assert tokens._built(), "the first process had nothing to go on: it built the encoder"
+    fresh_counter()
+    tokens.warm()
+    assert [tokens.count(t) for t in CHAPTER_TEXTS] == first
+    assert not tokens._built(), "every piece was known: the encoder should not have been built"
+    assert first == [len(tokens.encoding().encode_ordinary(t)) for t in CHAPTER_TEXTS]
+
+
+def test_an_unknown_piece_builds_the_encoder_and_counts_right(fresh_counter):
+    tokens.count("Which file mentions a timeout?")
+    fresh_counter()
+    assert tokens.count("Which file mentions a timeout?") == 6 and not tokens._built()
+    assert tokens.count("Which file mentions a zeppelin?") == len(
+        tokens.encoding().encode_ordinary("Which file mentions a zeppelin?"))
+    assert tokens._built()
+
+
+@pytest.mark.parametrize("content", ["not json", '{"a": "1"}', '{"a": 0}', '["a"]', '{"a": true}'])
+def test_a_damaged_memo_is_ignored(fresh_counter, tmp_path, content):
+    tokens.count("hello world")
+    (memo,) = tmp_path.glob("*piece-counts*")
+    memo.write_text(content)
+    fresh_counter()
+    assert tokens.count("hello world") == 2
+    assert tokens._built(), "a memo that is not piece -> positive count must not be used"
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(st.text(max_size=80), st.text(alphabet=" \n\r\t'sdtlmvreA1é,.!{}\":[]✓", max_size=80)))
+def test_counting_by_pieces_equals_the_encoder(text):
+    """The memo's premise: a text's count is the sum of its pieces' counts, for every piece the memo would
+    keep (one the pattern cuts alone the same way); Python's regex cuts as tiktoken's Rust one does."""
+    enc = tokens.encoding()
+    pieces = tokens._splitter().findall(text)
+    assert "".join(pieces) == text
+    if all(tokens._splitter().findall(p) == [p] for p in pieces):
+        assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text))
