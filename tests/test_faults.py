@@ -121,3 +121,19 @@ def test_a_reply_that_is_not_a_chat_completion_fails_the_run_with_a_reason(reply
             return reply
     s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "odd"), [], Options(client=Odd())))
     assert s.status == "failed" and "not a chat completion" in s.error and not s.resumable
+
+
+def test_the_ca_bundle_is_loaded_only_for_https(monkeypatch):
+    """A cold start against the local provider does not pay for TLS it never does."""
+    import asyncio
+
+    from harness_lib import client as client_module
+    calls = []
+    real = client_module._tls.__wrapped__
+    monkeypatch.setattr(client_module, "_tls", lambda: calls.append(1) or real())
+    plain = client_module.ModelClient("http://127.0.0.1:9/v1")
+    assert calls == []
+    secure = client_module.ModelClient("HTTPS://example.invalid/v1")
+    assert calls == [1]
+    asyncio.run(plain.aclose())
+    asyncio.run(secure.aclose())

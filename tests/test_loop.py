@@ -245,3 +245,23 @@ def test_temporary_workspaces_are_removed_unless_kept():
     gc.collect()
     assert parent.exists()
     shutil.rmtree(parent)
+
+
+def test_save_writes_the_same_bytes_as_a_deep_copy_would(provider, tmp_path):
+    """save() encodes the fields in place (no deep copy): the file must be what asdict would have given,
+    for a run with every field filled, and a value that is not plain JSON must still fail loudly."""
+    import dataclasses
+    import json
+
+    from harness_lib.state import _fields
+    state, _, _ = go(provider, "destructive")
+    state = reject(state, state.interruption["callId"], "no")
+    state.meta, state.config = {"k": [1, {"x": None}]}, {"max_turns": 5}
+    path = save(state, tmp_path)
+    assert path.read_text() == json.dumps(dataclasses.asdict(state), separators=(",", ":"), allow_nan=False)
+    assert load(tmp_path, state.run_id) == state
+    assert _fields(state)["messages"] is state.messages  # shared, not copied
+    state.meta = {"bad": {1, 2}}
+    with pytest.raises(TypeError):
+        save(state, tmp_path)
+    assert load(tmp_path, state.run_id).meta == {"k": [1, {"x": None}]}  # the last good file is intact

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import pytest
 import tiktoken
 import tiktoken.load
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from harness_lib import tokens
@@ -300,3 +302,124 @@ def test_offline_build_count_and_plan_run(tmp_path):
     assert out["prompts"] == [204, 269, 342]
     assert out["answer"] == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
     assert list(cache.iterdir()) == []  # tiktoken's cache was never consulted to store a download
+
+
+# -- the rank cache (a cold start without parsing 200,000 base64 lines) ------------------------------------
+
+def test_the_cache_gives_the_same_ranks_and_is_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+    parsed = tokens.parse_ranks(tokens.rank_file_bytes())
+    assert tokens.ranks() == parsed  # first: parsed, and written
+    (cache,) = tmp_path.iterdir()
+    monkeypatch.setattr(tokens, "parse_ranks", lambda raw: pytest.fail("parsed again despite a good cache"))
+    assert tokens.ranks() == parsed
+    assert cache.stat().st_size > 3_000_000
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "other-source"])
+def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+    good = tokens.ranks()
+    (cache,) = tmp_path.iterdir()
+    data = bytearray(cache.read_bytes())
+    if damage == "flip":
+        data[-1000] ^= 0xFF  # one byte of the payload
+    elif damage == "truncate":
+        data = data[:len(data) // 2]
+    elif damage == "empty":
+        data = bytearray()
+    else:  # made from another rank file: its source digest differs
+        data[0] ^= 0xFF
+    cache.write_bytes(bytes(data))
+    parsed = []
+    real_parse = tokens.parse_ranks
+    monkeypatch.setattr(tokens, "parse_ranks", lambda raw: parsed.append(1) or real_parse(raw))
+    assert tokens.ranks() == good
+    assert parsed == [1], "a damaged cache must not be trusted"
+    assert tokens._from_cache(cache, hashlib.sha256(tokens._shipped()).digest()) == good  # rewritten whole
+
+
+def test_a_cache_made_from_another_file_cannot_stand_in_for_a_corrupted_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path / "cache"))
+    tokens.ranks()  # a good cache exists
+    raw = bytearray(_good_raw())
+    raw[1000] = ord("A") if raw[1000] != ord("A") else ord("B")
+    _fake_package(tmp_path, gzip.compress(bytes(raw)), monkeypatch)
+    with pytest.raises(tokens.RankFileError, match="sha256"):
+        tokens.ranks()
+
+
+def test_no_cache_when_off_or_unwritable(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LIB_CACHE", "off")
+    assert tokens.cache_dir() is None
+    assert len(tokens.ranks()) == 199_998
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(blocker / "cache"))
+    assert len(tokens.ranks()) == 199_998  # cannot write: parses, says nothing, works
+
+
+def test_a_rank_line_without_a_rank_is_refused():
+    with pytest.raises(tokens.RankFileError, match="without a rank"):
+        tokens.parse_ranks(b"IQ== 0\nIg==\n")
+
+
+# -- the memo of piece counts (a cold start without building the encoder) ----------------------------------
+
+@pytest.fixture
+def fresh_counter(tmp_path, monkeypatch):
+    """tokens.count as in a new process, with its cache in tmp_path; ``restart()`` starts another one."""
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+
+    def restart():
+        monkeypatch.setattr(tokens, "_memo", tokens._Memo())
+        tokens.encoding.cache_clear()
+    restart()
+    yield restart
+    tokens.encoding.cache_clear()
+
+
+CHAPTER_TEXTS = [tokens.compact(body["messages"]) for body in __import__("harness_lib.bench", fromlist=["x"])
+                 .runaway_requests(12)] + ["errors.log mentions a timeout: worker 7 timed out after 30000 ms.",
+                                           "  two spaces,\n\n\ttabs\t and 'quotes' don't, 12345 ✓ é"]
+
+
+def test_a_second_process_counts_known_texts_without_building_the_encoder(fresh_counter):
+    first = [tokens.count(t) for t in CHAPTER_TEXTS]
+    assert tokens._built(), "the first process had nothing to go on: it built the encoder"
+    fresh_counter()
+    tokens.warm()
+    assert [tokens.count(t) for t in CHAPTER_TEXTS] == first
+    assert not tokens._built(), "every piece was known: the encoder should not have been built"
+    assert first == [len(tokens.encoding().encode_ordinary(t)) for t in CHAPTER_TEXTS]
+
+
+def test_an_unknown_piece_builds_the_encoder_and_counts_right(fresh_counter):
+    tokens.count("Which file mentions a timeout?")
+    fresh_counter()
+    assert tokens.count("Which file mentions a timeout?") == 6 and not tokens._built()
+    assert tokens.count("Which file mentions a zeppelin?") == len(
+        tokens.encoding().encode_ordinary("Which file mentions a zeppelin?"))
+    assert tokens._built()
+
+
+@pytest.mark.parametrize("content", ["not json", '{"a": "1"}', '{"a": 0}', '["a"]', '{"a": true}'])
+def test_a_damaged_memo_is_ignored(fresh_counter, tmp_path, content):
+    tokens.count("hello world")
+    (memo,) = tmp_path.glob("*piece-counts*")
+    memo.write_text(content)
+    fresh_counter()
+    assert tokens.count("hello world") == 2
+    assert tokens._built(), "a memo that is not piece -> positive count must not be used"
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(st.text(max_size=80), st.text(alphabet=" \n\r\t'sdtlmvreA1é,.!{}\":[]✓", max_size=80)))
+def test_counting_by_pieces_equals_the_encoder(text):
+    """The memo's premise: a text's count is the sum of its pieces' counts, for every piece the memo would
+    keep (one the pattern cuts alone the same way); Python's regex cuts as tiktoken's Rust one does."""
+    enc = tokens.encoding()
+    pieces = tokens._splitter().findall(text)
+    assert "".join(pieces) == text
+    if all(tokens._splitter().findall(p) == [p] for p in pieces):
+        assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text))

@@ -25,7 +25,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ..tokens import compact, encoding
+from ..tokens import compact, encoding, warm
 from .counting import completion_tokens, prompt_tokens
 from .scripts import SCRIPTS, next_message
 
@@ -285,7 +285,7 @@ class ScriptedProvider:
     """The scripted provider in a background thread. Use as a context manager; several may run at once."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0):
-        encoding()  # load the tokenizer before the first request, not during it
+        warm()  # ready to count before the first request, not during it
         self._server = _Server((host, port), latency_ms)
         self._thread: threading.Thread | None = None
 
@@ -361,7 +361,7 @@ _SHARED_LOCK = threading.Lock()
 def serve(host: str = "127.0.0.1", port: int = 8000, latency_ms: float = 0.0):
     """Serve in the foreground until interrupted (``python -m harness_lib serve``)."""
     server = _Server((host, port), latency_ms)
-    encoding()
+    warm()
     print(f"scripted provider on http://{host}:{server.server_address[1]}/v1  scenarios: {', '.join(SCRIPTS)}",
           flush=True)
     try:
