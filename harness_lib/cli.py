@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from . import ledger
+from . import budget, ledger
 from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
@@ -181,6 +181,7 @@ def apply_seam(args) -> None:
     if args.price_in is None and scripted:  # saved with the run as what it is: the chapter's prices
         args.price_in, args.price_out = CHAPTER_PRICES.per_million_prices()
     args.pricing = _pricing(args.price_in, args.price_out, args.budget)
+    _strict_can_act(vars(args), args.pricing)
     args.max_turns = DEFAULT_MAX_TURNS if args.max_turns is None else (args.max_turns or None)
 
 
@@ -191,6 +192,14 @@ def _pricing(price_in, price_out, budget) -> Pricing:
         raise SystemExit("error: --budget needs a price: this endpoint has none; give --price-in and "
                          "--price-out (dollars per million tokens), or cap the turns with --max-turns")
     return pricing
+
+
+def _strict_can_act(config: dict, pricing: Pricing) -> None:
+    """--strict-budget needs a budget (and a price): a usage error now, before anything is saved."""
+    try:
+        budget.check_options(config["strict_budget"], 0.0, config["budget"], pricing)
+    except ValueError as e:
+        raise SystemExit(f"error: --strict-budget: {e}") from None
 
 
 def _cap_label(max_turns) -> str:
@@ -643,6 +652,7 @@ def cmd_resume(args) -> int:
         if new["price_in"] is None and new["base_url"] is None:  # a run made in-process on the scripted provider
             new["price_in"], new["price_out"] = CHAPTER_PRICES.per_million_prices()
         args.pricing = _pricing(new["price_in"], new["price_out"], new["budget"])
+        _strict_can_act(new, args.pricing)  # before the change is saved: a run must never be left unresumable
         _usable_trace(getattr(args, "trace", None) or state.config["trace"])
         ledger.check(args.state_dir, state, saved_config, given=args.approve)
         # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
