@@ -289,6 +289,8 @@ def saved_config(config: dict) -> dict:
     """The state's configuration, checked value by value (``StateFileError`` names the bad one)."""
     out = {}
     for name, (default, check) in SAVED.items():
+        if name == "max_turns" and name not in config:  # made in-process (a notebook): the run's default cap,
+            default = DEFAULT_MAX_TURNS                  # never none (a runaway resumed would never stop)
         try:
             out[name] = check(config.get(name, default))
         except ValueError as e:
