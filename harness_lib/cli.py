@@ -367,7 +367,7 @@ def endpoint(config: dict):
             yield provider.base_url
 
 
-def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list:
+def scenario_tools(state: RunState, workspace: Workspace, base_url: str, pricing: Pricing = CHAPTER_PRICES) -> list:
     """The workspace's four tools; ``delegate`` also gets its research subagent. The child asks for the
     scripted ``plan`` when the run asks for the scripted ``delegate``, else for the run's own model."""
     tools = workspace.tools()
@@ -375,7 +375,7 @@ def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list
         from .subagent import research_tool
         child = "plan" if state.model == "delegate" else state.model
         tools = [research_tool(workspace.tools(), base_url, child,
-                               api_key=os.environ.get("LLM_API_KEY", "not-needed")), *tools]
+                               api_key=os.environ.get("LLM_API_KEY", "not-needed"), pricing=pricing), *tools]
     return tools
 
 
@@ -563,7 +563,7 @@ def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunStat
     # (--local-model: this process's own server, wherever the saved base_url pointed when it was made)
     with endpoint({**state.config, "base_url": getattr(args, "local_base_url", None) or state.config["base_url"]}) \
             as base_url:
-        tools = scenario_tools(state, workspace, base_url)
+        tools = scenario_tools(state, workspace, base_url, args.pricing)
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
