@@ -639,6 +639,17 @@ def _changes(state: RunState, args) -> dict:
             if hasattr(args, name) and getattr(args, name) != state.config.get(name)}
 
 
+def _price_past_turns(state: RunState, pricing: Pricing) -> None:
+    """A run made without a price is given one: its turns so far cost what the new prices say (counted as
+    $0 they made the total, and any budget given now, understate what was spent)."""
+    for t in state.per_turn:
+        t["cost_usd"] = pricing.cost(t["prompt_tokens"], t["completion_tokens"])
+    state.cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
+    if state.per_turn:
+        print(f"   the run's {len(state.per_turn)} turn(s) so far, made without a price, are priced at "
+              f"{pricing.describe()}: ${state.cost_usd:.6f}", file=sys.stderr)
+
+
 def cmd_resume(args) -> int:
     with _owner(args.state_dir, check_run_id(args.run_id)):
         state = load(args.state_dir, args.run_id)
@@ -667,6 +678,8 @@ def cmd_resume(args) -> int:
                 ledger.append(args.state_dir, state, "decision", callId=args.approve or args.reject,
                               verdict="approve" if args.approve else "reject")
             if changes:
+                if state.config["price_in"] is None and state.config["base_url"] and args.pricing.known:
+                    _price_past_turns(state, args.pricing)
                 state.config.update({name: change["new"] for name, change in changes.items()})
                 ledger.append(args.state_dir, state, "config", config=state.config)
                 if state.config["trace"]:

@@ -397,3 +397,18 @@ def test_the_chapter_ignores_the_seam_unless_asked(monkeypatch):
     monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
     assert main(["chapter", "--json", "--live"]) == 0
     assert seen == [None, "http://127.0.0.1:9/v1"]
+
+
+def test_a_run_without_a_price_given_one_on_resume_counts_its_first_turns(tmp_path, capsys):
+    """Prices given to `resume` of a run made without one: the turns already made are priced too (they
+    were counted as $0, so the total and a budget given now understated the spend)."""
+    with ReplayServer.of("openai") as replay:
+        assert main(["run", "--base-url", replay.base_url, "--model", "m", "--max-turns", "1",
+                     "--state-dir", str(tmp_path), "--run-id", "u1"]) == 0
+        capsys.readouterr()
+        assert main(["resume", "u1", "--state-dir", str(tmp_path), "--price-in", "1", "--price-out", "1",
+                     "--max-turns", "5", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["status"] == "completed" and s["turns"] == 3
+    assert s["cost_usd"] == round((s["prompt_tokens"] + s["completion_tokens"]) / 1e6, 6)
+    assert load(tmp_path, "u1").total_cost_usd == pytest.approx(s["cost_usd"])  # and the file still loads
