@@ -277,6 +277,7 @@ SAVED = {
     "base_url": (None, _optional(_is(str, bool, "a URL"))),
     "latency_ms": (0.0, _is((int, float), _finite, "a number of at least 0")),
     "strict_budget": (False, _flag),
+    "strict_margin": (0.0, _is((int, float), _finite, "a number of at least 0")),
     "price_in": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
     "price_out": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
     "timeout": (60.0, _is((int, float), lambda v: _finite(v) and v > 0, "a number of seconds above 0")),
@@ -316,6 +317,9 @@ def parser() -> argparse.ArgumentParser:
         saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
         saved("--strict-budget", dest="strict_budget", action="store_true", help="with --budget: price each "
               "call before making it (local token count, max_tokens), so the budget is never crossed")
+        saved("--strict-margin", dest="strict_margin", type=_number("margin"), metavar="FRACTION",
+              help="with --strict-budget against another server: count this much more prompt than the local "
+              "tokenizer does (0.1 = 10 %%; default 0, exact for the scripted provider)")
         saved("--tool-errors", dest="tool_errors", choices=POLICIES)
         saved("--dedupe", dest="dedupe", choices=DEDUPE)
         saved("--trace", dest="trace", type=_absolute, help="append the JSONL trace to this file")
@@ -464,7 +468,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
-                   strict_budget=config["strict_budget"], tool_errors=config["tool_errors"],
+                   strict_budget=config["strict_budget"], strict_margin=config["strict_margin"], tool_errors=config["tool_errors"],
                    dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"]),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)

@@ -412,3 +412,22 @@ def test_a_run_without_a_price_given_one_on_resume_counts_its_first_turns(tmp_pa
     assert s["status"] == "completed" and s["turns"] == 3
     assert s["cost_usd"] == round((s["prompt_tokens"] + s["completion_tokens"]) / 1e6, 6)
     assert load(tmp_path, "u1").total_cost_usd == pytest.approx(s["cost_usd"])  # and the file still loads
+
+
+def test_the_strict_budgets_margin_is_a_command_line_option_and_travels(tmp_path, capsys):
+    """A real server counts the prompt its own way (here about twice the local count): without a margin the
+    strict budget is crossed and the run fails saying "raise strict_margin", which the command line must
+    offer (--strict-margin); with it, the call is refused before paying, and a resume keeps the margin."""
+    common = ["--model", "m", "--price-in", "1", "--price-out", "1", "--budget", "0.0003", "--strict-budget",
+              "--state-dir", str(tmp_path), "--json"]
+    with ReplayServer.of("ollama") as replay:
+        assert main(["run", "--base-url", replay.base_url, *common, "--run-id", "a"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert s["status"] == "failed" and "raise strict_margin" in s["error"] and s["cost_usd"] > 0.0003
+        assert main(["run", "--base-url", replay.base_url, *common, "--run-id", "b", "--strict-margin", "1.1"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert (s["status"], s["turns"], s["cost_usd"]) == ("budget_exceeded", 0, 0)
+        assert "refused before paying" in s["interruption"]["reason"] and len(replay.requests) == 1
+        assert main(["resume", "b", "--state-dir", str(tmp_path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "budget_exceeded" and len(replay.requests) == 1
+    assert load(tmp_path, "b").config["strict_margin"] == 1.1
