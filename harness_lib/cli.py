@@ -210,9 +210,9 @@ class _Visible(Trace):
     """Retries and waits (a server loading its model) on stderr, always; with --stream also one line per turn
     and tool, so a long run is never silent."""
 
-    def __init__(self, path, steps: bool):
+    def __init__(self, path, steps: bool, fresh_line=lambda: None):
         super().__init__(path)
-        self.steps = steps
+        self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = super().emit(run_id, type, **fields)
@@ -227,6 +227,7 @@ class _Visible(Trace):
         elif self.steps and type == "tool_start":
             line = f"      {fields['toolName']}({fields['args']})"
         if line:  # a tool's arguments and a server's words: shown, never obeyed
+            self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
         return event
 
@@ -462,14 +463,22 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
 
     screen = sys.stderr if args.json else sys.stdout
 
+    at_line_start = [True]
+
     def show(text: str):
-        screen.write(visible_lines(text))
-        screen.flush()
+        if text:
+            screen.write(visible_lines(text))
+            screen.flush()
+            at_line_start[0] = text.endswith("\n")
+
+    def fresh_line():
+        if not at_line_start[0]:
+            show("\n")
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"], tool_errors=config["tool_errors"],
-                   dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"]),
+                   dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -482,7 +491,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
         except asyncio.CancelledError:
             pass  # a second signal while the run was closing its connection: the run had stopped and saved
     if config["stream"]:
-        show("\n")
+        fresh_line()
     return state, (time.perf_counter() - started) * 1000, heard
 
 

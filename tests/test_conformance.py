@@ -431,3 +431,15 @@ def test_the_strict_budgets_margin_is_a_command_line_option_and_travels(tmp_path
         assert main(["resume", "b", "--state-dir", str(tmp_path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["status"] == "budget_exceeded" and len(replay.requests) == 1
     assert load(tmp_path, "b").config["strict_margin"] == 1.1
+
+
+def test_a_step_line_after_streamed_text_starts_on_a_line_of_its_own(capsys):
+    """--stream: the answer's text has no newline of its own; the step line printed after it (and the
+    summary) must not be glued to it (with --json both go to stderr, as on a terminal)."""
+    with ReplayServer.of("llamacpp") as replay:
+        assert main(["run", "--base-url", replay.base_url, "--model", "qwen2.5-0.5b-instruct", "--stream",
+                     "--json"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
+    assert json.loads(out)["status"] == "completed"
