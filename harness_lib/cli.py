@@ -477,8 +477,9 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
-                   strict_budget=config["strict_budget"], strict_margin=config["strict_margin"], tool_errors=config["tool_errors"],
-                   dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
+                   strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
+                   tool_errors=config["tool_errors"], dedupe=config["dedupe"],
+                   trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
