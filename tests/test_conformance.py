@@ -397,3 +397,49 @@ def test_the_chapter_ignores_the_seam_unless_asked(monkeypatch):
     monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
     assert main(["chapter", "--json", "--live"]) == 0
     assert seen == [None, "http://127.0.0.1:9/v1"]
+
+
+def test_a_run_without_a_price_given_one_on_resume_counts_its_first_turns(tmp_path, capsys):
+    """Prices given to `resume` of a run made without one: the turns already made are priced too (they
+    were counted as $0, so the total and a budget given now understated the spend)."""
+    with ReplayServer.of("openai") as replay:
+        assert main(["run", "--base-url", replay.base_url, "--model", "m", "--max-turns", "1",
+                     "--state-dir", str(tmp_path), "--run-id", "u1"]) == 0
+        capsys.readouterr()
+        assert main(["resume", "u1", "--state-dir", str(tmp_path), "--price-in", "1", "--price-out", "1",
+                     "--max-turns", "5", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["status"] == "completed" and s["turns"] == 3
+    assert s["cost_usd"] == round((s["prompt_tokens"] + s["completion_tokens"]) / 1e6, 6)
+    assert load(tmp_path, "u1").total_cost_usd == pytest.approx(s["cost_usd"])  # and the file still loads
+
+
+def test_the_strict_budgets_margin_is_a_command_line_option_and_travels(tmp_path, capsys):
+    """A real server counts the prompt its own way (here about twice the local count): without a margin the
+    strict budget is crossed and the run fails saying "raise strict_margin", which the command line must
+    offer (--strict-margin); with it, the call is refused before paying, and a resume keeps the margin."""
+    common = ["--model", "m", "--price-in", "1", "--price-out", "1", "--budget", "0.0003", "--strict-budget",
+              "--state-dir", str(tmp_path), "--json"]
+    with ReplayServer.of("ollama") as replay:
+        assert main(["run", "--base-url", replay.base_url, *common, "--run-id", "a"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert s["status"] == "failed" and "raise strict_margin" in s["error"] and s["cost_usd"] > 0.0003
+        assert main(["run", "--base-url", replay.base_url, *common, "--run-id", "b", "--strict-margin", "1.1"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert (s["status"], s["turns"], s["cost_usd"]) == ("budget_exceeded", 0, 0)
+        assert "refused before paying" in s["interruption"]["reason"] and len(replay.requests) == 1
+        assert main(["resume", "b", "--state-dir", str(tmp_path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "budget_exceeded" and len(replay.requests) == 1
+    assert load(tmp_path, "b").config["strict_margin"] == 1.1
+
+
+def test_a_step_line_after_streamed_text_starts_on_a_line_of_its_own(capsys):
+    """--stream: the answer's text has no newline of its own; the step line printed after it (and the
+    summary) must not be glued to it (with --json both go to stderr, as on a terminal)."""
+    with ReplayServer.of("llamacpp") as replay:
+        assert main(["run", "--base-url", replay.base_url, "--model", "qwen2.5-0.5b-instruct", "--stream",
+                     "--json"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
+    assert json.loads(out)["status"] == "completed"

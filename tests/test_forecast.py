@@ -189,3 +189,18 @@ def test_command_line_errors_are_sentences(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path / "nope.jsonl"), "--caps", "8,x"])
     assert e.value.code == 2
+
+
+def test_a_run_without_a_price_is_forecast_in_tokens_and_unknown_dollars(provider, tmp_path, capsys):
+    """A run against an endpoint with no price traces ``costUsd: null``: its forecast must not price it at
+    the chapter's $2 / $12 (a made-up cost); given prices, it uses them."""
+    from harness_lib.forecast import main
+    from harness_lib.pricing import UNPRICED
+    path = tmp_path / "t.jsonl"
+    s, _ = go(provider, "runaway", trace=Trace(path), max_turns=3, pricing=UNPRICED)
+    assert forecast(s, pricing=UNPRICED)[0].cost_usd is None
+    assert main([str(path), "--caps", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "cost=unknown" in out and "$" not in out and "in=       3,431" in out
+    assert main([str(path), "--caps", "8", "--price-in", "2", "--price-out", "12"]) == 0
+    assert "cost=$0.0" in capsys.readouterr().out

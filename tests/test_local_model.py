@@ -438,3 +438,25 @@ def test_the_turn_time_figure_shows_every_turn_of_both(url):
     (ax,) = fig.axes
     assert [len(c.get_offsets()) for c in ax.collections] == [6, 3]
     assert ax.get_xscale() == "log" and lm_chapter.plots.png(fig).startswith(b"\x89PNG")
+
+
+def test_a_run_on_the_local_model_resumes_on_it_and_its_port_is_no_change(fake_installed, capsys, tmp_path,
+                                                                          monkeypatch):
+    """The server's port is new each time: ``resume`` (as the run's own line says it, without --local-model)
+    starts the local model again instead of calling the dead port, and traces no change of base_url."""
+    from harness_lib import cli
+    from harness_lib.trace import read
+    monkeypatch.setenv("FAKE_TOOL_TURNS", "3")
+    trace = tmp_path / "t.jsonl"
+    assert cli.main(["run", "plan", "--local-model", "--json", "--state-dir", str(tmp_path), "--run-id", "r1",
+                     "--max-turns", "1", "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    assert cli.main(["resume", "r1", "--state-dir", str(tmp_path), "--json", "--max-turns", "2"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["status"] == "max_turns_exceeded" and "local model: ready" in out.err
+    assert cli.main(["resume", "r1", "--state-dir", str(tmp_path), "--json", "--max-turns", "3", "--local-model"]) == 0
+    assert json.loads(capsys.readouterr().out)["turns"] == 3
+    changes = [e["changes"] for e in read(trace) if e["type"] == "config_changed"]
+    assert changes == [{"max_turns": {"old": 1, "new": 2}}, {"max_turns": {"old": 2, "new": 3}}]
+    assert cli.main(["resume", "r1", "--state-dir", str(tmp_path), "--local-model", "--base-url", "http://x/v1"]) == 2
+    assert "not allowed with --base-url" in capsys.readouterr().err

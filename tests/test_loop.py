@@ -210,6 +210,17 @@ def test_subagent_has_its_own_window_and_reports_its_cost(provider):
     assert {e["runId"] for e in trace.events} == {s.run_id, child["runId"]}
 
 
+def test_a_child_without_a_price_runs_under_its_turn_cap_alone(provider):
+    """The parent has no price (a real endpoint without one): the child's dollar budget could not act, so
+    it is dropped (it was refused, and the tool failed), and the child's dollars are unknown (0), not $2/$12."""
+    from harness_lib.pricing import UNPRICED
+    ws = Workspace.copy_of()
+    research = research_tool(ws.tools(), provider.base_url, "plan", pricing=UNPRICED)
+    s, _, _ = go(provider, "delegate", workspace=ws, tools=[research, *ws.tools()], pricing=UNPRICED)
+    (child,) = s.subruns
+    assert s.status == "completed" and child["status"] == "completed" and child["cost_usd"] == 0
+
+
 def test_runaway_child_stops_at_its_own_cap(provider):
     ws = Workspace.copy_of()
     research = research_tool(ws.tools(), provider.base_url, "runaway", max_turns=6)

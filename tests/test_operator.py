@@ -173,3 +173,40 @@ def test_the_operator_campaign():
     assert (f["writes_doubled"], f["turns_paid_twice"], f["runs_lost"], f["tracebacks"]) == (0, 0, 0, 0)
     assert f["turns_lost_to_a_second_signal"] <= f["second_signals"]
     print(f"\n{f['cases']} cases in {result['seconds']} s: {f}")
+
+
+def test_a_strict_budget_without_a_budget_on_resume_is_refused_before_it_is_saved(tmp_path, provider):
+    """--strict-budget given to resume a run that has no budget: a usage error, and the run keeps its options
+    (saved, it would make every later resume fail: the flag cannot be taken back)."""
+    assert main(["run", "runaway", "--run-id", "r1", "--max-turns", "2", "--base-url", provider.base_url,
+                 "--state-dir", str(tmp_path)]) == 0
+    code, _, err = C.in_process("resume", "r1", "--state-dir", tmp_path, "--strict-budget")
+    assert code == 2 and "needs a budget" in err and len(err.strip().splitlines()) == 1
+    assert load(tmp_path, "r1").config["strict_budget"] is False
+    code, out, _ = C.in_process("resume", "r1", "--state-dir", tmp_path, "--max-turns", "3", "--json")
+    assert code == 0 and json.loads(out)["status"] == "max_turns_exceeded"
+    code, out, _ = C.in_process("resume", "r1", "--state-dir", tmp_path, "--max-turns", "50", "--json",
+                                "--strict-budget", "--budget", "0.01")
+    assert code == 0 and json.loads(out)["status"] == "budget_exceeded"
+
+
+def test_a_run_made_in_process_resumes_under_the_default_turn_cap(tmp_path, provider):
+    """A notebook's run saves no options: resumed from the command line it gets the default cap (it had
+    none at all: the runaway scenario ran on until killed; here a budget, not the test, would stop it)."""
+    import asyncio
+
+    from harness_lib.cli import DEFAULT_MAX_TURNS
+    from harness_lib.loop import Options, run
+    from harness_lib.workspace import Workspace
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="nb1")
+    state.meta["scenario"] = "runaway"
+    state = asyncio.run(run(state, Workspace.copy_of().tools(),
+                            Options(base_url=provider.base_url, max_turns=2, state_dir=tmp_path)))
+    assert state.status == "max_turns_exceeded" and "max_turns" not in state.config
+    code, out, err = C.in_process("resume", "nb1", "--state-dir", tmp_path, "--base-url", provider.base_url,
+                                  "--price-in", "2", "--price-out", "12", "--budget", "1", "--json")
+    s = json.loads(out)
+    assert (code, s["status"], s["turns"], s["max_turns"]) == (0, "max_turns_exceeded", DEFAULT_MAX_TURNS,
+                                                               DEFAULT_MAX_TURNS), err
+    code, out, _ = C.in_process("resume", "nb1", "--state-dir", tmp_path, "--max-turns", "52", "--json")
+    assert (code, json.loads(out)["turns"]) == (0, 52)

@@ -423,3 +423,15 @@ def test_counting_by_pieces_equals_the_encoder(text):
     assert "".join(pieces) == text
     if all(tokens._splitter().findall(p) == [p] for p in pieces):
         assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text))
+
+
+def test_a_lone_surrogate_is_counted_and_never_breaks_the_memo(fresh_counter, tmp_path):
+    """A task read from a terminal with undecodable bytes (surrogateescape) holds a lone surrogate: it is
+    counted (as the encoder counts it), and the memo, a UTF-8 file, keeps only the pieces it can write."""
+    text = "files?\udcff list them"
+    assert tokens.count(text) == len(tokens.encoding().encode_ordinary(text))
+    (memo,) = tmp_path.glob("*piece-counts*")
+    kept = json.loads(memo.read_text(encoding="utf-8"))
+    assert "files" in kept and not any("\udcff" in p for p in kept)
+    fresh_counter()
+    assert tokens.count(text) == len(tokens.encoding().encode_ordinary(text))
