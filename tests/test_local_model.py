@@ -356,14 +356,17 @@ def test_serve_local_serves_until_the_server_dies_and_says_why(fake_installed, m
     monkeypatch.setenv("FAKE_MODE", "segv")
     port = local.free_port()
 
+    seen = {"out": "", "err": ""}
+
     def crash_it():
+        # crash it only once serve-local has said it is serving (not merely once the port answers: the
+        # harness's own readiness check may not have seen it yet, and a crash then is "died while loading")
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        while time.monotonic() < deadline and f"on http://127.0.0.1:{port}/v1" not in seen["out"]:
+            got = capsys.readouterr()
+            seen["out"] += got.out
+            seen["err"] += got.err
+            time.sleep(0.05)
         with pytest.raises(httpx.HTTPError):
             httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": []}, timeout=5)
 
@@ -371,9 +374,10 @@ def test_serve_local_serves_until_the_server_dies_and_says_why(fake_installed, m
     t.start()
     code = cli.main(["serve-local", "--port", str(port)])
     t.join()
-    out = capsys.readouterr()
-    assert code == 2 and f"on http://127.0.0.1:{port}/v1" in out.out
-    assert "the local model server on port" in out.err and "died: killed by SIGSEGV" in out.err
+    got = capsys.readouterr()
+    out, err = seen["out"] + got.out, seen["err"] + got.err
+    assert code == 2 and f"on http://127.0.0.1:{port}/v1" in out
+    assert "the local model server on port" in err and "died: killed by SIGSEGV" in err
     assert local.port_is_free(port)
 
 
