@@ -232,6 +232,13 @@ def checked_budgets(budgets) -> tuple[float, ...]:
                            "a number of dollars above 0 and at most 1, or a tuple of them")
 
 
+def measured_lines(measured: dict) -> str:
+    """Measured numbers as a reader reads them: counts as counts, dollars at fixed precision."""
+    width = max(map(len, measured), default=0)
+    return "\n".join(f"{k:<{width}}  {v:.6f}" if isinstance(v, float) else f"{k:<{width}}  {v}"
+                     for k, v in measured.items())
+
+
 def budget_rows(table: pd.DataFrame, budgets) -> pd.DataFrame:
     """The rows of ``strict_budgets``'s table for the reader's BUDGETS (both checks each)."""
     return table.loc[list(checked_budgets(budgets))]
@@ -351,6 +358,7 @@ def strict_budget_plot(table: pd.DataFrame) -> Figure:
         left.legend(loc="upper right", fontsize=7.5)
         right.set_xlabel("budget (USD)")
         right.set_ylabel("turns bought")
+        right.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         right.set_title("Turns each budget buys")
         right.legend(loc="upper left", fontsize=7.5)
     return fig
