@@ -270,8 +270,9 @@ def test_whole_returns_the_result_when_nobody_presses(url):
 def _execute_with(name: str, parameters: str, tmp_path: Path):
     path = next((ROOT / "notebooks").glob(f"{name}*.ipynb"))
     nb = nbformat.read(path, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    cell.source = parameters
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    injected = nbformat.v4.new_code_cell(parameters, metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(at + 1, injected)  # after the defaults, as papermill does: unnamed parameters keep them
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     return nb
