@@ -244,8 +244,7 @@ def _expected_figures(path: Path) -> int:
 
 def _run_all_clean(lab, page, path: Path):
     _open(lab, page, path.name)
-    assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0 or path.stem.startswith("12-"), \
-        "the notebook opened marked unsaved"  # 12: its kernelspec is fixed when the lead re-executes it
+    assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
     _menu(page, "Run", "Run All Cells")
     _wait_until_run(page)
     prompts = _prompts(page)

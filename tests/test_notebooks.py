@@ -67,6 +67,42 @@ def test_local_summary_reproduces_the_chapter_total_line():
     assert (table["chapter"].str.removesuffix(" ms") == table["ours"].str.removesuffix(" ms")).all()
 
 
+_SCENARIO = ex.scenario
+
+
+def _local_model_states(url, monkeypatch, **options):
+    states, real = [], _SCENARIO
+
+    async def recording(*args, **kwargs):
+        out = await real(*args, **kwargs)
+        states.append(out.state)
+        return out
+    monkeypatch.setattr(ex, "scenario", recording)
+    table = arun(ex.local_model(url, model="plan", **options))  # the scripted provider plays the server
+    return table, states
+
+
+def test_a_real_endpoint_is_priced_as_unknown_unless_prices_are_given(url, monkeypatch):
+    from harness_lib.pricing import CHAPTER_PRICES
+
+    table, states = _local_model_states(url, monkeypatch)
+    assert len(table) == len(states) == len(ex.LOCAL_TASKS) and (table["status"] == "completed").all()
+    assert all(s.prompt_tokens > 0 and s.cost_usd == 0 for s in states)  # tokens counted, dollars unknown
+    _, priced = _local_model_states(url, monkeypatch, pricing=CHAPTER_PRICES)
+    assert [s.prompt_tokens for s in priced] == [s.prompt_tokens for s in states]
+    assert all(s.cost_usd == pytest.approx(s.prompt_tokens * 2e-6 + s.completion_tokens * 12e-6) for s in priced)
+
+
+def test_a_real_endpoint_needs_a_model_name_in_one_line(url):
+    from harness_lib.chapter.params import ParameterError
+
+    with pytest.raises(ParameterError) as info:
+        arun(ex.local_model(url))  # conftest clears LLM_MODEL
+    (line,) = info.value._render_traceback_()
+    assert line.startswith("ParameterError: LLM_MODEL is not set") and url in line and "\n" not in line
+    assert arun(ex.local_model(None)) is None  # no server configured: the recorded run is shown instead
+
+
 def test_saved_tool_results_is_zero_without_a_state_file(tmp_path):
     assert ex._saved_tool_results(tmp_path, "nothing-here") == 0
 
@@ -181,11 +217,9 @@ def test_notebook_shape(path):
     setup_cell = code[1]
     setup = setup_cell.source
     assert "figure_formats = ['png']" in setup
-    if path.stem.startswith("12-"):  # owned by issue 10 until the merge; the lead re-executes it then
-        assert "ScriptedProvider().start()" in setup or "ScriptedProvider.shared()" in setup
-    else:  # the provider lives as long as the kernel: no cell stops it, so every cell can be re-run
-        assert "ScriptedProvider.shared()" in setup
-        assert not any("provider.stop()" in c.source for c in code)
+    # the provider lives as long as the kernel: no cell stops it, so every cell can be re-run
+    assert "ScriptedProvider.shared()" in setup
+    assert not any("provider.stop()" in c.source for c in code)
     for cell in code:
         assert cell is setup_cell or len(cell.source.splitlines()) <= 12, f"a long cell: {cell.source[:60]!r}"
         for out in cell.get("outputs", []):
@@ -195,10 +229,9 @@ def test_notebook_shape(path):
             assert "image/svg+xml" not in out.get("data", {})
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12-")], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_names_the_kernel_the_environment_installed(path):
-    """JupyterLab rewrites any other kernelspec or language_info on opening: the notebook would open unsaved. (12 is
-    re-executed by the lead after the merge of issue 10, which owns it until then.)"""
+    """JupyterLab rewrites any other kernelspec or language_info on opening: the notebook would open unsaved."""
     nb = nbformat.read(path, as_version=4)
     assert nb.metadata.kernelspec == notebooks.kernelspec()
     assert {"version", "codemirror_mode", "pygments_lexer"} <= set(nb.metadata.language_info)
@@ -223,14 +256,15 @@ def _kinds(outputs) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12-")], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_cell_runs_again_alone_after_run_all(path, tmp_path):
     """Run All, then every code cell once more on its own, last first: each gives the same kind of result
     (the provider outlives every cell; no cell consumes what another made)."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    # a hang guard, not a measure: 12's live cell runs six tasks on a local model (70 s on two idle cores)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)

@@ -20,8 +20,9 @@ import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
+from harness_lib.chapter import beyond, params
 from harness_lib.chapter import experiments as ex
-from harness_lib.chapter import params
+from harness_lib.chapter import local_model as lm
 from harness_lib.chapter.figures import NO_FIGURE, compare, relabel, tally
 from harness_lib.chapter.stop_button import STOP_REASON, Stopped, stoppable, whole
 from harness_lib.loop import Options, run
@@ -123,6 +124,17 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
     (lambda u: ex.switch_servers(u, "runaway"), "SCENARIO"),
     (lambda u: ex.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
     (lambda u: ex.trace_demo(u, run_id=""), "RUN_ID"),
+    (lambda u: ex.local_model(u, model="m", max_turns=0), "MAX_TURNS"),
+    (lambda u: lm.arun_six(0), "LOCAL_MAX_TURNS"),
+    (lambda u: beyond.forecast_lines(u, observed=1), "OBSERVED"),
+    (lambda u: beyond.forecast_lines(u, caps=(0,)), "CAPS"),
+    (lambda u: beyond.cap_forecast(u, observed=(2, "3")), "OBSERVED"),
+    (lambda u: beyond.forecast_breaks(u, observed=2.5), "OBSERVED"),
+    (lambda u: beyond.forecast_breaks(u, caps="many"), "CAPS"),
+    (lambda u: beyond.permanent_errors(u, cap=0), "PERMANENT_CAP"),
+    (lambda u: beyond.permanent_errors(u, recover_cap=True), "CAP"),
+    (lambda u: beyond.strict_budgets(u, budgets=-0.01), "BUDGETS"),
+    (lambda u: beyond.strict_budgets(u, budgets=(0.01,), sweep=-1), "SWEEP"),
 ])
 def test_an_unreasonable_value_gets_one_line_naming_the_parameter(url, call, name):
     with pytest.raises(params.ParameterError) as info:
@@ -258,8 +270,9 @@ def test_whole_returns_the_result_when_nobody_presses(url):
 def _execute_with(name: str, parameters: str, tmp_path: Path):
     path = next((ROOT / "notebooks").glob(f"{name}*.ipynb"))
     nb = nbformat.read(path, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    cell.source = parameters
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    injected = nbformat.v4.new_code_cell(parameters, metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(at + 1, injected)  # after the defaults, as papermill does: unnamed parameters keep them
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     return nb
@@ -297,3 +310,27 @@ def test_the_prose_about_the_policies_follows_the_cap(url):
     story = ex.policy_story(table)
     assert story.startswith("No policy got to an answer") and "after 2 turns" in story
     assert " $" not in story  # dollars only inside code spans: a bare "$" starts a formula in Markdown
+
+
+# -- the beyond-the-chapter cells with a reader's values ------------------------------------------------------
+def test_forecast_and_caps_the_chapter_has_no_figure_for(url):
+    lines = arun(beyond.forecast_lines(url, observed=2, caps=[5, 60])).splitlines()
+    assert [line.split(":")[0] for line in lines] == ["cap   5", "cap  60"]
+    table, curve, _ = arun(beyond.cap_forecast(url, observed=(2, 2), caps=(5, 60)))
+    assert table.index.get_level_values("observed_turns").unique().tolist() == [2]  # OBSERVED=2: once
+    assert curve.index.max() == 60
+    breaks, _ = arun(beyond.forecast_breaks(url, observed=4, caps=(5,)))
+    assert breaks.index.get_level_values("cap").unique().tolist() == [5]
+    # plan answers at turn 3: it is priced from the 3 turns it has, the others from the 4 asked for
+    assert breaks["observed_turns"].tolist() == [4, 4, 3, 4]
+
+
+@pytest.mark.parametrize("budgets", [0.01, (0.02, 0.007)])
+def test_strict_budgets_take_one_budget_or_any_tuple_and_show_those_rows(url, budgets):
+    table, measured = arun(beyond.strict_budgets(url, budgets=budgets, sweep=0))
+    rows = beyond.budget_rows(table, budgets)
+    wanted = sorted(budgets) if isinstance(budgets, tuple) else [budgets]
+    assert table.index.get_level_values("budget_usd").unique().tolist() == wanted  # in budget order
+    assert len(rows) == 2 * len(wanted) and measured["strict.over_budget_runs"] == 0
+    swept, _ = arun(beyond.strict_budgets(url, budgets=budgets, sweep=3))
+    assert len(swept) == 2 * len(set(wanted) | {0.005, 0.0275, 0.05, 0.01})

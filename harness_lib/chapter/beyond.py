@@ -34,8 +34,10 @@ from ..scripted.counting import usage
 from ..scripted.scripts import call, turn_index
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
-from .experiments import cancel_after, scenario
+from . import params
+from .experiments import MAX_CAP, cancel_after, scenario
 from .plots import BLUE, GREY, ORANGE, RED, _figure, style
+from .stop_button import all_or_nothing
 
 
 # -- 2. errors no message can fix ------------------------------------------------------------------------
@@ -45,7 +47,10 @@ def marked_tools(workspace: Workspace):
     return [mark_permanent(t, PermissionError) if t.name == "read_file" else t for t in workspace.tools()]
 
 
+@all_or_nothing
 async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20):
+    params.whole_number("PERMANENT_CAP", cap, 1, 200)
+    params.whole_number("CAP", recover_cap, 1, 200)
     ws = Workspace.copy_of()
     runs = {
         "chapter: the turn cap is the floor": await scenario(base_url, "forbidden", max_turns=cap),
@@ -75,8 +80,28 @@ async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20):
 
 
 # -- 3. price a cap before raising it -----------------------------------------------------------------------
+def _observed(observed: int) -> int:
+    return params.whole_number("OBSERVED", observed, 2, 20)  # one turn shows no growth
+
+
+def _caps(caps) -> tuple[int, ...]:
+    return params.whole_numbers("CAPS", caps, 1, MAX_CAP)
+
+
+@all_or_nothing
+async def forecast_lines(base_url: str, observed: int = 3, caps=CHAPTER_CAPS, name: str = "runaway") -> str:
+    """Price each cap from the first ``observed`` turns of one run of ``name``, before any cap is run."""
+    observed, caps = _observed(observed), _caps(caps)
+    head = await scenario(base_url, name, max_turns=observed)
+    return "\n".join(f"cap {f.cap:>3}: input tokens {f.input_tokens:>9,}   cost ${f.cost_usd:.6f}"
+                     for f in forecast(head.trace.events, observed=observed, caps=caps))
+
+
+@all_or_nothing
 async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway"):
     """Forecast each cap from the first ``observed`` turns of ``name`` (its trace), then run each cap."""
+    observed = params.whole_numbers("OBSERVED", observed, 2, 20)
+    caps = _caps(caps)
     head = await scenario(base_url, name, max_turns=max(observed))
     measured_runs = {cap: (await scenario(base_url, name, max_turns=cap)).state for cap in caps}
     rows = []
@@ -112,9 +137,11 @@ class VaryingModel:
                 "usage": usage(messages, tools, message)}
 
 
+@all_or_nothing
 async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS):
     """The same forecast on runs that break its assumption: a model whose replies vary in length, and
     runs that answer before the cap (plan, recover), which the forecast prices as if they went on."""
+    observed, caps = _observed(observed), _caps(caps)
     cases = {"runaway (the assumption holds)": dict(name="runaway"),
              "replies of varying length": dict(name="varying", client=VaryingModel()),
              "plan (answers at turn 3)": dict(name="plan"),
@@ -123,11 +150,12 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS):
     for label, case in cases.items():
         options = {k: v for k, v in case.items() if k != "name"}
         head = await scenario(base_url, case["name"], max_turns=observed, **options)
-        predicted = {f.cap: f for f in forecast(head.state, observed=observed, caps=caps)}
+        seen = min(observed, head.state.turns)  # a run that answered sooner shows what it has
+        predicted = {f.cap: f for f in forecast(head.state, observed=seen, caps=caps)}
         for cap in caps:
             s = (await scenario(base_url, case["name"], max_turns=cap, **options)).state
             f = predicted[cap]
-            rows.append({"run": label, "cap": cap, "status": s.status, "turns": s.turns,
+            rows.append({"run": label, "cap": cap, "observed_turns": seen, "status": s.status, "turns": s.turns,
                          "predicted_usd": f.cost_usd, "measured_usd": round(s.cost_usd, 6),
                          "cost_error_pct": round(100 * (f.cost_usd - s.cost_usd) / s.cost_usd, 1)})
     table = pd.DataFrame(rows).set_index(["run", "cap"])
@@ -142,6 +170,7 @@ def files_read(state) -> list[str]:
     return sorted({r["args"] for r in state.tool_log if r["toolName"] == "read_file" and r.get("ok")})
 
 
+@all_or_nothing
 async def new_stop_conditions(base_url: str):
     ws = Workspace.copy_of()
     cases = {
@@ -167,6 +196,7 @@ async def new_stop_conditions(base_url: str):
     return pd.DataFrame(rows).set_index("stop when")
 
 
+@all_or_nothing
 async def condition_or_stop(base_url: str, stop_at: float = 0.3):
     """The same slow run ended twice: by a user's Stop and by a reader's condition. They used to end the
     same way (``cancelled``); code that must react to the one and not the other can now tell them apart."""
@@ -196,10 +226,34 @@ def _ended_by(state) -> str:
     return "refused: prompt too dear" if "prompt alone" in reason else "refused: no output token left"
 
 
-async def strict_budgets(base_url: str, budgets=None, name: str = "runaway"):
-    """Run ``name`` (no turn cap) under each budget, with the chapter's check and with the strict one.
-    Returns (table indexed by budget and check, measured numbers)."""
-    budgets = budget_sweep() if budgets is None else list(budgets)
+def checked_budgets(budgets) -> tuple[float, ...]:
+    """The notebooks' BUDGETS: one budget or several, each above $0 and at most $1."""
+    return params._several("BUDGETS", budgets, lambda b: params.number("BUDGETS", b, above=0, high=1.0),
+                           "a number of dollars above 0 and at most 1, or a tuple of them")
+
+
+def measured_lines(measured: dict) -> str:
+    """Measured numbers as a reader reads them: counts as counts, dollars at fixed precision."""
+    width = max(map(len, measured), default=0)
+    return "\n".join(f"{k:<{width}}  {v:.6f}" if isinstance(v, float) else f"{k:<{width}}  {v}"
+                     for k, v in measured.items())
+
+
+def budget_rows(table: pd.DataFrame, budgets) -> pd.DataFrame:
+    """The rows of ``strict_budgets``'s table for the reader's BUDGETS (both checks each)."""
+    return table.loc[list(checked_budgets(budgets))]
+
+
+@all_or_nothing
+async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", sweep: int = 0):
+    """Run ``name`` (no turn cap) under each budget, with the chapter's check and with the strict one:
+    ``budgets`` (the 25-budget sweep when None) and, with ``sweep``, that many more from $0.005 to $0.050.
+    Returns (table indexed by budget and check, in budget order; measured numbers)."""
+    if budgets is None:
+        budgets = budget_sweep()
+    else:
+        sweep = params.whole_number("SWEEP", sweep, 0, 200)
+        budgets = sorted(set(checked_budgets(budgets)) | set(budget_sweep(sweep) if sweep else ()))
     rows = []
     for b in budgets:
         for check, strict in (("chapter", False), ("strict", True)):
@@ -254,6 +308,7 @@ SAMPLES = {"english": "Worker 7 timed out after 30000 ms.",
            "code": 'def f(x):\n    return {"a": [1, 2, 3]}'}
 
 
+@all_or_nothing
 async def tokenizer_margin(base_url: str, names=("plan", "recover", "destructive", "runaway", "forbidden")):
     """Every request of a few scripted runs (the runaway and forbidden to 20 turns), counted with the
     chapter's convention by o200k_base (the local count) and by cl100k_base. A server with another tokenizer
@@ -303,6 +358,7 @@ def strict_budget_plot(table: pd.DataFrame) -> Figure:
         left.legend(loc="upper right", fontsize=7.5)
         right.set_xlabel("budget (USD)")
         right.set_ylabel("turns bought")
+        right.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         right.set_title("Turns each budget buys")
         right.legend(loc="upper left", fontsize=7.5)
     return fig

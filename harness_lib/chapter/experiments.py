@@ -32,6 +32,7 @@ import pandas as pd
 
 from .. import stops
 from ..loop import Options, run
+from ..pricing import UNPRICED, Pricing
 from ..scripted import ScriptedProvider
 from ..state import RunState, StateFileError, approve, load, new_run, reject
 from ..subagent import research_tool
@@ -781,16 +782,22 @@ def local_summary(table: pd.DataFrame) -> dict:
 
 
 async def local_model(base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                      max_turns: int = 8):
+                      max_turns: int = 8, pricing: Pricing = UNPRICED):
     """The six tasks against any OpenAI-compatible server (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY).
-    Returns None when no server is configured."""
+    Returns None when no server is configured. A real endpoint has no price we know: its runs count tokens
+    and their dollars stay unknown (``UNPRICED``) unless the reader gives ``pricing``. The model's name is
+    required: each server serves its own names, and none is a safe default."""
+    params.whole_number("MAX_TURNS", max_turns, 1, 100)
     base_url = base_url or os.environ.get("LLM_BASE_URL")
     if not base_url:
         return None
-    model = model or os.environ.get("LLM_MODEL", "qwen2.5-0.5b-instruct")
+    model = model or os.environ.get("LLM_MODEL")
+    if not model:
+        raise params.ParameterError(f"LLM_MODEL is not set: name the model your server at {base_url} serves "
+                                    "(its row in the table above), then restart Jupyter")
     rows = []
     for task in LOCAL_TASKS:
-        out = await scenario(base_url, model, task=task, max_turns=max_turns,
+        out = await scenario(base_url, model, task=task, max_turns=max_turns, pricing=pricing,
                              api_key=api_key or os.environ.get("LLM_API_KEY", "not-needed"))
         rows.append({"task": task, "turns": out.state.turns, "tool_runs": out.state.tool_runs,
                      "wall_ms": round(out.wall_ms), "status": out.state.status, "answer": out.state.output})

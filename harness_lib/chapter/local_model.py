@@ -26,7 +26,7 @@ from .. import local
 from ..client import ModelClient
 from ..local import LocalModel, ServerFailed
 from . import experiments as ex
-from . import plots
+from . import params, plots
 
 TASKS = ex.LOCAL_TASKS
 MAX_TURNS = 6  # per task: the chapter's model needed 2; a small model that never stops costs at most this
@@ -99,6 +99,7 @@ async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str 
                    **server_options) -> pd.DataFrame | None:
     """Start the local model, run the six tasks, stop it (``await`` it in a notebook). None, and nothing
     started, when the ``local`` extra is not installed. ``table.attrs["load_s"]``: the model's loading time."""
+    params.whole_number("LOCAL_MAX_TURNS", max_turns, 1, 50)
     if local.missing():
         return None
     with LocalModel(progress=progress, **server_options) as lm:
