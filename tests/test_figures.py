@@ -115,3 +115,18 @@ def test_comparison_has_no_differences_on_what_these_tests_measure(url):
     _, _, m = go(E.loop_plan(url))
     table = compare(m, section="01-loop")
     assert len(table) == 9 and not (table.match == DIFFERS).any()
+
+
+def test_a_streamed_run_is_the_same_run_with_its_answer_in_pieces(url):
+    """Notebook 11's streaming cell: the same three turns, tokens and dollars as the plain run; the answer
+    arrives one text token a piece, and one step line per turn and per tool call comes before it."""
+    pieces, steps = [], []
+    out = go(E.streamed(url, "plan", on_step=steps.append, on_text=pieces.append, max_turns=20))
+    s = out.state
+    assert (s.status, s.turns, s.tool_runs, s.prompt_tokens, s.completion_tokens) == ("completed", 3, 2, 815, 70)
+    assert round(s.cost_usd, 6) == 0.00247
+    assert "".join(pieces) == s.output == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
+    # one piece a token of the text: 17, and the 18th token billed is the empty tool_calls array, "[]"
+    assert len(pieces) == s.per_turn[-1]["completion_tokens"] - 1 == 17
+    assert [line.split(":")[0] for line in steps if line.startswith("step")] == ["step 1", "step 2", "step 3"]
+    assert sum(line.startswith("   ") for line in steps) == 2

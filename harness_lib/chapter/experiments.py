@@ -76,6 +76,24 @@ async def scenario(base_url: str, name: str, *, workspace: Workspace | None = No
     return Outcome(state, workspace, (time.perf_counter() - started) * 1000, trace)
 
 
+
+async def streamed(base_url: str, name: str = "plan", *, on_step=None, on_text=None, **options) -> Outcome:
+    """The run with ``stream=True``: every reply arrives as server-sent events. ``on_text`` gets the text
+    of a reply as it arrives (the answer, in an agent: the turns before it are tool calls), ``on_step`` one
+    line per finished turn and per tool call, the progress that fills the silence before it."""
+    class Steps(Trace):
+        def emit(self, run_id: str, type: str, **fields) -> dict:
+            event = super().emit(run_id, type, **fields)
+            if on_step is not None and type == "turn":
+                on_step(f"step {fields['turn']}: {fields['prompt_tokens']:,} tokens in, "
+                        f"{fields['completion_tokens']:,} out ({fields.get('finish')})")
+            elif on_step is not None and type == "tool_start":
+                on_step(f"   {fields['toolName']}({fields['args']})")
+            return event
+
+    return await scenario(base_url, name, trace=Steps(timestamps=False), stream=True, on_text=on_text, **options)
+
+
 async def continue_run(base_url: str, out: Outcome, **options) -> Outcome:
     return await scenario(base_url, out.state.model, workspace=out.workspace, state=out.state, trace=out.trace,
                           **options)
