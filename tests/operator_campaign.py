@@ -106,6 +106,26 @@ def finish(p: subprocess.Popen) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
+def continue_to_the_end(case: Case, d, rid: str):
+    """What an operator does after a stop: ``resume`` until the run ends (three tries at most), then check
+    it ended as the uninterrupted budget run did. Returns the final state, or None (the run is lost)."""
+    for _ in range(3):
+        state = load(d, rid)
+        if state.status not in ("interrupted", "running"):
+            break
+        c, _, e = in_process("resume", rid, "--state-dir", d, "--json")
+        count_tracebacks(case, e)
+        case.expect(c == 0, f"resume exited {c}: {e}")
+    state = final(case, d, rid)
+    ref = REFERENCE["runaway_budget"]
+    if state is None or (state.status, state.turns, round(state.cost_usd, 6)) != (ref["status"], ref["turns"],
+                                                                               ref["cost_usd"]):
+        case.run_lost = True
+        case.problems.append(f"did not end as the uninterrupted run: {state and (state.status, state.turns)}")
+        return None
+    return state
+
+
 def count_tracebacks(case: Case, *errs: str):
     for err in errs:
         if "Traceback" not in err:
@@ -262,20 +282,8 @@ def signal_case(rng: random.Random) -> Case:
             case.expect(code in (128 + sig, -sig), f"exit {code} for a run stopped by {signal.Signals(sig).name}")
         else:
             case.note = f"ended {state.status} before the signal"
-        for _ in range(3):  # the operator continues it
-            state = load(d, rid)
-            if state.status not in ("interrupted", "running"):
-                break
-            c, _, e = in_process("resume", rid, "--state-dir", d, "--json")
-            count_tracebacks(case, e)
-            case.expect(c == 0, f"resume exited {c}: {e}")
-        state = final(case, d, rid)
-        ref = REFERENCE["runaway_budget"]
-        if state is None or (state.status, state.turns, round(state.cost_usd, 6)) != (ref["status"], ref["turns"],
-                                                                                   ref["cost_usd"]):
-            case.run_lost = True
-            case.problems.append(f"did not end as the uninterrupted run: {state and (state.status, state.turns)}")
-        elif provider.requests - state.turns != case.turns_lost_to_a_second_signal:
+        state = continue_to_the_end(case, d, rid)  # the operator continues it
+        if state is not None and provider.requests - state.turns != case.turns_lost_to_a_second_signal:
             case.turns_paid_twice += provider.requests - state.turns - case.turns_lost_to_a_second_signal
             case.problems.append(f"{provider.requests} requests for {state.turns} turns after resuming")
     return case
@@ -354,19 +362,7 @@ def disk_case(mount: Path, rng: random.Random, i: int, before_start: bool = Fals
             case.expect(code == 0 and state.status == "budget_exceeded", f"exit {code}: {err!r}")
             case.note = "ended before the disk filled"
         filler.unlink()  # the operator makes room, then continues the run
-        for _ in range(3):
-            state = load(d, rid)
-            if state.status not in ("interrupted", "running"):
-                break
-            c, _, e = in_process("resume", rid, "--state-dir", d, "--json")
-            count_tracebacks(case, e)
-            case.expect(c == 0, f"resume exited {c}: {e}")
-        state = final(case, d, rid)
-        ref = REFERENCE["runaway_budget"]
-        if state is None or (state.status, state.turns, round(state.cost_usd, 6)) != (ref["status"], ref["turns"],
-                                                                                   ref["cost_usd"]):
-            case.run_lost = True
-            case.problems.append(f"did not end as the uninterrupted run: {state and (state.status, state.turns)}")
+        continue_to_the_end(case, d, rid)
         case.expect(provider.requests == 9, f"{provider.requests} requests billed for 9 turns")
         case.turns_paid_twice = max(case.turns_paid_twice, provider.requests - 9)
     return case
