@@ -51,9 +51,13 @@ def _tls() -> ssl.SSLContext:
 
 
 class ModelError(RuntimeError):
-    def __init__(self, message: str, status: int | None = None):
+    """A model call that failed. ``unreachable``: a passing failure that outlasted its retries (or the wait
+    for a loading model), so nothing is wrong with the run, only with the way to the provider."""
+
+    def __init__(self, message: str, status: int | None = None, *, unreachable: bool = False):
         super().__init__(_SURROGATE.sub("\ufffd", message))
         self.status = status
+        self.unreachable = unreachable
 
 
 class _TooLarge(Exception):
@@ -240,7 +244,8 @@ class ModelClient:
                     waited = time.monotonic() - loading_since
                     if waited >= self.load_wait_s:
                         raise ModelError(f"the server was still loading its model after {waited:.0f} s "
-                                         f"(load_wait_s={self.load_wait_s:g}); last: {problem}", status)
+                                         f"(load_wait_s={self.load_wait_s:g}); last: {problem}", status,
+                                         unreachable=True)
                     delay = min(self._delay(0, response) if response.headers.get("Retry-After") else 1.0,
                                 self.load_wait_s - waited)
                     if self.on_retry:
@@ -254,7 +259,7 @@ class ModelClient:
                     raise ModelError(problem + hint, status)
             if attempt == self.max_retries:
                 raise ModelError(f"gave up after {attempt + 1} attempts; last: {problem}",
-                                 response.status_code if response is not None else None)
+                                 response.status_code if response is not None else None, unreachable=True)
             delay = self._delay(attempt, response)
             if self.on_text and getattr(self, "shown", False):  # the text so far will come again, whole
                 self.on_text(f"\n[the answer stopped short ({problem}); asking again]\n")

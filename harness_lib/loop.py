@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import budget
-from .client import RETRYABLE, ModelClient, ModelError
+from .client import ModelClient, ModelError
 from .pricing import CHAPTER_PRICES, Pricing
 from .reply import ask, record
 from .state import RunState, pending, save
@@ -106,12 +106,6 @@ class Options:
         self.conditions = ([max_turns(self.max_turns)] if self.max_turns is not None else []) + \
                           ([max_budget(self.max_budget_usd)] if self.max_budget_usd is not None else []) + \
                           check_conditions(self.stops)
-
-
-def unreachable(e: ModelError) -> bool:
-    """Retries ran out on a passing failure (5xx, 429, a refused or dropped connection, a timeout):
-    nothing is wrong with the run, only with the way to the provider. A 4xx or a bad body is final."""
-    return e.status in RETRYABLE or (e.status is None and str(e).startswith("gave up after"))
 
 
 def signature(call: dict) -> str:
@@ -273,7 +267,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         return stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
     except ModelError as e:
         state.error = str(e)
-        if unreachable(e):  # the transcript is valid and the next step obvious: resume when it is back
+        if e.unreachable:  # retries ran out on a passing failure: the run is fine, resume when it is back
             return stop("interrupted", {"type": "cancelled", "reason": f"provider unreachable: {e}"})
         return stop("failed")
     except OSError as e:  # the run's own files: a full disk, a read-only folder. What was paid is saved
