@@ -255,6 +255,13 @@ def _run_all_clean(lab, page, path: Path):
     assert figures >= _expected_figures(path), f"{figures} figures rendered, {_expected_figures(path)} expected"
 
 
+def _edit_and_run_all(page, starts: str, source: str):
+    """What a reader does with a parameters cell: edit it, then Run All, and wait for the run to end."""
+    _set_source(page, _cell(page, starts), source)
+    _menu(page, "Run", "Run All Cells")
+    _wait_until_run(page)
+
+
 # -- the test --------------------------------------------------------------------------------------------
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     page = steps.page
@@ -275,9 +282,7 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
     with steps.step("02: caps the chapter has no figure for"):
-        _set_source(page, _cell(page, "CAPS ="), "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
-        _menu(page, "Run", "Run All Cells")
-        _wait_until_run(page)
+        _edit_and_run_all(page, "CAPS =", "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
         assert "cap 30 -> 60" in _outputs_text(_cell(page, "d = ex.doubling(prefix)"))
         comparison = _outputs_text(_cell(page, "beside_the_chapter("))
@@ -287,15 +292,11 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     with steps.step("Run All 03-budget"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "03-budget.ipynb")
     with steps.step("03: one budget, not a tuple"):
-        _set_source(page, _cell(page, "BUDGETS ="), "BUDGETS = 0.01")
-        _menu(page, "Run", "Run All Cells")
-        _wait_until_run(page)
+        _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 0.01")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
         assert "3 of 3 chapter figures reproduced exactly" in _outputs_text(_cell(page, "beside_the_chapter("))
     with steps.step("03: an unreasonable budget gets one line"):
-        _set_source(page, _cell(page, "BUDGETS ="), "BUDGETS = 'a lot'")
-        _menu(page, "Run", "Run All Cells")
-        _wait_until_run(page)
+        _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 'a lot'")
         errors = page.locator(ERROR_OUTPUT).all_inner_texts()
         assert len(errors) == 1 and errors[0].strip().startswith("ParameterError: BUDGETS accepts") \
             and len(errors[0].strip().splitlines()) == 1, errors
