@@ -28,7 +28,7 @@ lab: $(STAMP)
 		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The peer comparison (benchmarks/RESULTS.md); the peers come with the bench extra. The provider's own
-# figures: python -m harness_lib.bench
+# figures: python -m benchmarks.provider
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m benchmarks --write

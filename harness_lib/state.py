@@ -25,7 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from . import crashpoint
+from . import testing
 
 STATE_VERSION = 1
 STATUSES = ("running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
@@ -231,7 +231,7 @@ def save(state: RunState, directory: str | Path) -> Path:
         _write(state, directory, path)
         raise DiskFullError(e.errno, f"the disk holding {directory} is full; the run was saved using its "
                                      f"reserve, and must stop") from None
-    crashpoint.reached("save")
+    testing.crash_seam("save")  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
     return path
 
 

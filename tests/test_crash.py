@@ -1,6 +1,6 @@
 """Crash anywhere, resume exactly once (issue 5).
 
-The campaign (``harness_lib.reliability.crash_campaign``) drives ``plan``, ``destructive`` (approved)
+The campaign (``crash_campaign`` in ``tests/reliability_campaign.py``) drives ``plan``, ``destructive`` (approved)
 and ``runaway`` through child processes and SIGKILLs them at every event boundary of the trace and at
 random instants, at least 200 times; each run is then continued from disk and compared with a run that
 never crashed. It spawns some 350 processes: about a minute on two cores. The smaller tests below pin
@@ -11,10 +11,11 @@ import asyncio
 import json
 
 import pytest
+import reliability_campaign as R
 
-from harness_lib import reliability as R
 from harness_lib.loop import UNKNOWN_OUTCOME, Options, run
 from harness_lib.state import load, new_run, save
+from harness_lib.testing import FakeModel, asks, call
 from harness_lib.tools import Tool, ToolContext, string_params
 from harness_lib.trace import Trace, read
 from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
@@ -108,7 +109,7 @@ def read_ok(chain) -> bool:
 
 # -- the mechanisms, in-process ----------------------------------------------------------------------
 def go(state, tools, replies, tmp_path, **options):
-    model = R.FakeModel(replies)
+    model = FakeModel(replies)
     out = asyncio.run(run(state, tools, Options(client=model, state_dir=tmp_path, trace=Trace(timestamps=False),
                                                 **options)))
     return out, model
@@ -131,7 +132,7 @@ def test_a_write_begun_before_a_crash_is_not_silently_run_again(tmp_path):
         return "sent"
     tool = Tool("send_email", "Sends.", send_email, string_params("to"))
     state = new_run(SYSTEM_PROMPT, TASK, "fake")
-    state.messages.append(R.asks(R.call("c1", "send_email", {"to": "ops"})))
+    state.messages.append(asks(call("c1", "send_email", {"to": "ops"})))
     state.started.append("c1")  # saved just before the dead process began the write
     out, _ = go(state, [tool], [], tmp_path)
     assert ran == [] and out.status == "completed"
@@ -146,7 +147,7 @@ def test_a_write_is_recorded_as_begun_before_it_runs(tmp_path):
         seen.append(load(tmp_path, ctx.run_id).started)
         return "written"
     state = new_run(SYSTEM_PROMPT, TASK, "fake")
-    out, _ = go(state, [Tool("write", "Writes.", write)], [R.asks(R.call("c1", "write"))], tmp_path)
+    out, _ = go(state, [Tool("write", "Writes.", write)], [asks(call("c1", "write"))], tmp_path)
     assert seen == [["c1"]] and out.status == "completed"
 
 
@@ -186,7 +187,7 @@ def test_tools_receive_the_idempotency_key(tmp_path):
         keys.append(ctx.idempotency_key)
         return "ok"
     state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="run7")
-    go(state, [Tool("remember", "", remember)], [R.asks(R.call("c3", "remember"))], tmp_path)
+    go(state, [Tool("remember", "", remember)], [asks(call("c3", "remember"))], tmp_path)
     assert keys == [f"run7:{state.instance}:c3"]  # issue 9: the key names the run instance too
 
 

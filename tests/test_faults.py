@@ -1,7 +1,8 @@
 """Faults from the provider (issue 5): passing ones are retried, bounded, recorded and never billed twice;
-final ones end the run as failed with the status and message recorded, not resumable.
+final ones end the run as failed with the status and message recorded, not resumable. Every test that injects
+a fault has a provider of its own (each case below, and the ``faulty`` fixture), so no fault outlives its test.
 
-Each case of ``harness_lib.reliability.FAULT_CASES`` runs ``plan`` against a scripted provider playing
+Each case of ``FAULT_CASES`` (``tests/reliability_campaign.py``) runs ``plan`` against a scripted provider playing
 the faults, and must end as the case says (see ``run_fault_case`` for every check)."""
 
 import asyncio
@@ -12,8 +13,8 @@ import time
 
 import httpx
 import pytest
+import reliability_campaign as R
 
-from harness_lib import reliability as R
 from harness_lib.cli import main
 from harness_lib.client import ModelClient, ModelError, check_completion
 from harness_lib.loop import Options, run
@@ -38,24 +39,22 @@ def test_fault(case, reference):
     assert result["problems"] == [], result
 
 
-def test_retries_are_recorded_in_the_trace_and_not_billed(tmp_path):
-    with ScriptedProvider() as provider:
-        provider.inject("503", "502")
-        trace = Trace(timestamps=False)
-        s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp_path).tools(),
-                            Options(base_url=provider.base_url, trace=trace, backoff_s=0.01)))
-        assert provider.requests == s.turns == 3
+def test_retries_are_recorded_in_the_trace_and_not_billed(tmp_path, faulty):
+    faulty.inject("503", "502")
+    trace = Trace(timestamps=False)
+    s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp_path).tools(),
+                        Options(base_url=faulty.base_url, trace=trace, backoff_s=0.01)))
+    assert faulty.requests == s.turns == 3
     retries = [e for e in trace.events if e["type"] == "retry"]
     assert [(r["attempt"], r["problem"][:8]) for r in retries] == [(1, "HTTP 503"), (2, "HTTP 502")]
     assert all(r["runId"] == s.run_id for r in retries)
     assert f"{s.cost_usd:.6f}" == "0.002470"
 
 
-def test_a_failed_run_says_why_in_the_trace_and_cannot_be_resumed(tmp_path):
-    with ScriptedProvider() as provider:
-        provider.inject("403")
-        code = main(["run", "plan", "--base-url", provider.base_url, "--state-dir", str(tmp_path),
-                     "--trace", str(tmp_path / "t.jsonl"), "--run-id", "r1", "--json"])
+def test_a_failed_run_says_why_in_the_trace_and_cannot_be_resumed(tmp_path, faulty):
+    faulty.inject("403")
+    code = main(["run", "plan", "--base-url", faulty.base_url, "--state-dir", str(tmp_path),
+                 "--trace", str(tmp_path / "t.jsonl"), "--run-id", "r1", "--json"])
     assert code == 0
     (stopped,) = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()
                   if '"run_stopped"' in line]

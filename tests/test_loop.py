@@ -37,9 +37,9 @@ def test_failed_on_fatal_tool_error_is_not_resumable(provider):
     assert pending(s) == []  # even a failed run leaves a transcript a real API accepts
 
 
-def test_failed_on_401(provider):
-    provider.inject("401")
-    s, _, _ = go(provider, "plan")
+def test_failed_on_401(faulty):
+    faulty.inject("401")
+    s, _, _ = go(faulty, "plan")
     assert s.status == "failed" and "HTTP 401" in s.error and s.turns == 0
 
 
@@ -74,12 +74,12 @@ def test_interrupted_for_approval_then_cancelled_by_stop(provider):
     assert s.status == "interrupted" and s.interruption == {"type": "cancelled", "reason": "user pressed Stop"}
 
 
-def test_stop_reaches_the_model_call(provider):
-    provider.inject("slow:2")
+def test_stop_reaches_the_model_call(faulty):
+    faulty.inject("slow:2")
 
     async def stopped():
         task = asyncio.ensure_future(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of().tools(),
-                                         Options(base_url=provider.base_url)))
+                                         Options(base_url=faulty.base_url)))
         asyncio.get_running_loop().call_later(0.1, task.cancel, "user pressed Stop")
         t = asyncio.get_running_loop().time()
         s = await task

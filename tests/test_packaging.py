@@ -149,6 +149,6 @@ def test_makefile_defines_the_commands_the_readme_names():
     makefile = (ROOT / "Makefile").read_text()
     for target in ("chapter", "test", "bench"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"no `{target}` target in the Makefile"
-    assert "harness_lib.bench" in makefile
-    from harness_lib import bench
-    assert callable(bench.main)
+    assert "benchmarks.provider" in makefile
+    from benchmarks import provider
+    assert callable(provider.main)

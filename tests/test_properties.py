@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from harness_lib.loop import Options, run
 from harness_lib.pricing import CHAPTER_PRICES
-from harness_lib.reliability import FakeModel, asks, call
 from harness_lib.state import approve, load, new_run, pending, reject
+from harness_lib.testing import FakeModel, asks, call
 from harness_lib.tools import Tool, string_params
 from harness_lib.trace import Trace
 from harness_lib.workspace import SYSTEM_PROMPT, TASK

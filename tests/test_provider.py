@@ -414,12 +414,7 @@ def test_unknown_path_is_404(provider, http, method, path):
 
 # -- injected faults ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def faulty():
-    with ScriptedProvider() as p:
-        yield p
-
-
+# `faulty` (tests/conftest.py): a provider of the test's own, so a fault never outlives its test.
 GOOD = {"model": "plan", "messages": FIXTURE, "tools": TOOLS}
 
 
@@ -572,7 +567,7 @@ def test_two_providers_at_once(http):
 # -- the benchmark's requests are the chapter's runaway ----------------------------------------------------------
 
 def test_bench_requests_are_the_chapters_runaway(enc):
-    from harness_lib.bench import runaway_requests
+    from benchmarks.provider import runaway_requests
     bodies = runaway_requests()
     prompts = [expected_usage(enc, b["messages"], b["tools"], {})["prompt_tokens"] for b in bodies]
     assert prompts[:4] == [204, 269, 333, 397]

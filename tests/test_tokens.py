@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
+from benchmarks.provider import runaway_requests
 from harness_lib import tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,9 +380,9 @@ def fresh_counter(tmp_path, monkeypatch):
     tokens.encoding.cache_clear()
 
 
-CHAPTER_TEXTS = [tokens.compact(body["messages"]) for body in __import__("harness_lib.bench", fromlist=["x"])
-                 .runaway_requests(12)] + ["errors.log mentions a timeout: worker 7 timed out after 30000 ms.",
-                                           "  two spaces,\n\n\ttabs\t and 'quotes' don't, 12345 ✓ é"]
+CHAPTER_TEXTS = [tokens.compact(body["messages"]) for body in runaway_requests(12)] + [
+    "errors.log mentions a timeout: worker 7 timed out after 30000 ms.",
+    "  two spaces,\n\n\ttabs\t and 'quotes' don't, 12345 ✓ é"]
 
 
 def test_a_second_process_counts_known_texts_without_building_the_encoder(fresh_counter):

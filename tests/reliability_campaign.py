@@ -1,7 +1,7 @@
 """Crash anywhere, resume exactly once; faults and bad input never lose a run. Measured.
 
-    python -m harness_lib.reliability                 # the figures of the README's "Reliability" section
-    python -m harness_lib.reliability --kills 400 --seed 7 --json
+    python tests/reliability_campaign.py                 # the figures of the README's "Reliability" section
+    python tests/reliability_campaign.py --kills 400 --seed 7 --json
 
 Three campaigns, each a real run of the harness, none of their figures typed in by hand:
 
@@ -9,21 +9,24 @@ Three campaigns, each a real run of the harness, none of their figures typed in 
   ``python -m harness_lib run`` / ``resume`` child processes against a scripted provider in this process,
   and the children are killed with SIGKILL: at every event boundary of the trace (after each turn, tool
   start, tool result, approval, stop, and after each state save: ``HARNESS_CRASH_AT``, see
-  ``crashpoint.py``) and at random instants. After each kill the state file must load and the trace must
-  read; the run is then continued from disk the way an operator would (``resume``, ``resume --approve``
-  when it is waiting for approval, ``run`` again if it died before its first save) until it ends. Each
-  chain is compared with a run that never crashed: same status, turns, tokens, dollars, transcript,
-  files, and deletions (exactly once). A turn the provider answered whose reply died with the process is
-  a real cost: it is counted as *paid but lost to a kill*, apart from a turn paid twice in the transcript
-  (which must never happen). Some kills also leave a torn line at the end of the trace or of the delete
-  journal, as a write cut short would.
+  ``harness_lib.testing.crash_seam``) and at random instants. After each kill the state file must load and
+  the trace must read; the run is then continued from disk the way an operator would (``resume``,
+  ``resume --approve`` when it is waiting for approval, ``run`` again if it died before its first save)
+  until it ends. Each chain is compared with a run that never crashed: same status, turns, tokens, dollars,
+  transcript, files, and deletions (exactly once). A turn the provider answered whose reply died with the
+  process is a real cost: it is counted as *paid but lost to a kill*, apart from a turn paid twice in the
+  transcript (which must never happen). Some kills also leave a torn line at the end of the trace or of
+  the delete journal, as a write cut short would. ``tests/test_crash.py`` runs it and checks every chain.
 * **faults**: the provider answers 429 (with Retry-After), 500, 502, 503, drops the connection, stalls
-  past the timeout, refuses (400, 401, 403) or answers garbage or truncated JSON.
+  past the timeout, refuses (400, 401, 403) or answers garbage or truncated JSON (``FAULT_CASES``; each is
+  a test of ``tests/test_faults.py``).
 * **bad input**: malformed tool arguments, unknown tools, tools raising anything or returning non-text,
   paths that escape the workspace, broken state files, decisions that do not fit, limits that make no
-  sense, torn trace and journal lines.
+  sense, torn trace and journal lines: the parametrised tests of ``tests/test_bad_input.py``, which this
+  script runs with pytest and counts.
 
-This module knows both sides of the wire (like the CLI), so the core never imports it.
+The crash and fault checks collect every difference as a problem (no ``assert``), and the bad-input tests
+are pytest's asserts, which ``python -O`` would strip: the script refuses to run under ``-O``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import json
 import math
 import os
@@ -47,53 +49,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import cli
-from .loop import Options, run
-from .scripted import ScriptedProvider
-from .scripted.counting import usage as count_usage
-from .state import DecisionError, StateFileError, approve, load, new_run, reject, save, state_path
-from .tools import Tool, ToolContext
-from .trace import Trace, read
-from .workspace import SYSTEM_PROMPT, TASK, Workspace
+from harness_lib.loop import Options, run
+from harness_lib.scripted import ScriptedProvider
+from harness_lib.state import StateFileError, load, new_run, state_path
+from harness_lib.trace import Trace, read
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMAND = "python -m harness_lib.reliability"
+COMMAND = "python tests/reliability_campaign.py"
+BAD_INPUT_TESTS = Path(__file__).resolve().parent / "test_bad_input.py"
 RUN_ID = "crash"
 READ_ONLY_TOOLS = {"list_files", "read_file", "scan_archive"}
-
-
-# =====================================================================================================
-# A model without HTTP, for the in-process campaigns and the property tests
-# =====================================================================================================
-class FakeModel:
-    """Plays ``replies[i]`` as the assistant's message at turn ``i`` (the turn is derived from the
-    conversation, as in the scripted provider), then answers "done". Usage is counted the scripted
-    provider's way, so costs are the chapter's. ``bills`` records every reply it handed out."""
-
-    def __init__(self, replies: list[dict], before: Callable[[int], None] | None = None):
-        self.replies, self.before, self.bills = replies, before, []
-
-    async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None) -> dict:
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        if self.before:
-            self.before(turn)  # a test's hook: cancel here, say
-            await asyncio.sleep(0)
-        message = self.replies[turn] if turn < len(self.replies) else {"role": "assistant", "content": "done"}
-        usage = count_usage(messages, tools, message)
-        self.bills.append(usage)
-        return {"choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                "usage": usage}
-
-
-def call(call_id: str, name: str, arguments: str | dict = "{}") -> dict:
-    args = arguments if isinstance(arguments, str) else json.dumps(arguments, separators=(",", ":"))
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def asks(*calls: dict) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
 
 # =====================================================================================================
 # 1. Crashes
@@ -203,7 +169,8 @@ def _spawn(cmd: list, kill: str | None, state_file: Path) -> tuple[bool, int, fl
     return child.returncode == -signal.SIGKILL, child.returncode, seconds, out, err
 
 
-def _tear(path: Path, fragment: bytes):
+def tear_line(path: Path, fragment: bytes):
+    """Append what a write cut short leaves: a fragment with no newline."""
     with open(path, "ab") as f:
         f.write(fragment)
 
@@ -248,10 +215,10 @@ def drive(scenario_name: str, kill_for: Callable[[str, list[Process]], str | Non
                 chain.problems.append(f"{role} exited {code}: {err.strip()[-300:]}")
                 break
             if killed and tear(len(chain.processes)):
-                _tear(trace_path, b'{"runId":"crash","type":"tool_res')  # the write a kill cut short
+                tear_line(trace_path, b'{"runId":"crash","type":"tool_res')  # the write a kill cut short
                 chain.torn += 1
                 if ws.journal.exists():
-                    _tear(ws.journal, b'{"op":"delete","key":"crash:c')
+                    tear_line(ws.journal, b'{"op":"delete","key":"crash:c')
                     chain.torn += 1
         else:
             chain.problems.append(f"did not end within {max_processes} processes")
@@ -511,337 +478,40 @@ def fault_campaign() -> dict:
             "runs_lost": sum(1 for r in results if r["problems"]), "results": results}
 
 
+
 # =====================================================================================================
-# 3. Bad input
+# 3. Bad input: the parametrised tests of tests/test_bad_input.py, run with pytest and counted
 # =====================================================================================================
-class Boom(BaseException):
-    """Not an Exception: what a library's own control flow sometimes raises."""
+class _Tally:
+    """A pytest plugin that keeps each test's outcome."""
 
+    def __init__(self):
+        self.outcomes: dict[str, str] = {}
+        self.failures: dict[str, str] = {}
 
-class Mute(Exception):
-    def __str__(self):
-        raise RuntimeError("cannot even say what went wrong")
-
-
-class Circular(list):
-    pass
-
-
-def _raising(exc: BaseException):
-    async def tool(args, ctx):
-        raise exc
-    return tool
-
-
-def _returning(value):
-    async def tool(args, ctx):
-        return value
-    return tool
-
-
-def _loop_case(replies: list[dict], tools: list[Tool], expect_in_slot: str | list[str], **options) -> str:
-    """Run a fake model that asks for ``replies``; every call must be answered by one tool message
-    containing ``expect_in_slot``, and the run must complete."""
-    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake"), tools,
-                            Options(client=FakeModel(replies), trace=Trace(timestamps=False), **options)))
-    assert state.status == "completed", f"status {state.status}: {state.error}"
-    calls = [c["id"] for m in state.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    slots = [m for m in state.messages if m.get("role") == "tool"]
-    assert [m["tool_call_id"] for m in slots] == calls, "not one answer per call"
-    wanted = [expect_in_slot] if isinstance(expect_in_slot, str) else expect_in_slot
-    assert all(isinstance(m["content"], str) for m in slots)
-    for piece in wanted:
-        assert any(piece in m["content"] for m in slots), f"no tool message says {piece!r}: {slots[-1]['content']!r}"
-    return slots[-1]["content"][:90]
-
-
-def _tool_cases() -> list[tuple[str, Callable[[], str]]]:
-    def one(name: str, arguments, expect: str, tools: list[Tool] | None = None) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                ws = Workspace.copy_of(into=tmp)
-                outcome = _loop_case([asks(call("c1", name, arguments))], tools or ws.tools(), expect)
-                assert ws.deleted == [] and "access.log" in ws.files(), "a bad call deleted something"
-                return outcome
-        return check
-
-    raisers = [(ValueError("bad value"), "Error: bad value"), (KeyError("k"), "Error: 'k'"),
-               (ZeroDivisionError("division by zero"), "Error: division by zero"),
-               (RuntimeError(""), "Error: RuntimeError"), (TimeoutError(), "Error: TimeoutError"),
-               (RecursionError("too deep"), "Error: too deep"), (NotImplementedError(), "Error: NotImplementedError"),
-               (SystemExit(3), "Error: SystemExit: 3"), (Boom("from a library"), "Error: Boom: from a library"),
-               (GeneratorExit(), "Error: GeneratorExit"), (Mute(), "Error: Mute")]
-    circular = Circular([1])
-    circular.append(circular)  # a list that contains itself: json cannot serialise it
-    returns = [(None, "null"), ({"files": 3}, '{"files": 3}'), ([1, 2], "[1, 2]"), (42, "42"), (math.nan, "NaN"),
-               (b"\x00bytes", "bytes"), ({1, 2}, "{1, 2}"), (object(), "<object object"),
-               (circular, "Error: Circular reference")]
-    cases = [
-        ("malformed arguments: truncated JSON", one("read_file", '{"path": "errors.l', "malformed arguments")),
-        ("malformed arguments: not JSON", one("read_file", "path=errors.log", "malformed arguments")),
-        ("malformed arguments: a JSON array", one("read_file", "[1, 2]", "malformed arguments")),
-        ("malformed arguments: JSON null", one("read_file", "null", "malformed arguments")),
-        ("malformed arguments: a JSON string", one("read_file", '"errors.log"', "malformed arguments")),
-        ("arguments of the wrong type", one("read_file", {"path": 7}, "path must be a non-empty string")),
-        ("a required argument missing", one("read_file", {}, "path must be a non-empty string")),
-        ("malformed arguments to a tool that needs approval",
-         one("delete_file", '{"path": ', "malformed arguments")),
-        ("an unknown tool", one("rm_rf", {"path": "/"}, "unknown tool 'rm_rf'")),
-        ("a tool with an empty name", one("", "{}", "unknown tool ''")),
-    ]
-    cases += [(f"a tool raising {type(exc).__name__}",
-               one("flaky", "{}", text, [Tool("flaky", "Fails.", _raising(exc))])) for exc, text in raisers]
-    cases += [(f"a tool returning {type(value).__name__}",
-               one("odd", "{}", text, [Tool("odd", "Returns something else than text.", _returning(value))]))
-              for value, text in returns]
-    return cases
-
-
-def _path_cases() -> list[tuple[str, Callable[[], str]]]:
-    def attempt(path_for: Callable[[Path], str], tool: str) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                tmp = Path(tmp)
-                ws = Workspace.copy_of(into=tmp)
-                (tmp / "secret.txt").write_text("outside")
-                (tmp / "outside").mkdir()
-                (tmp / "outside" / "secret.txt").write_text("outside")
-                (ws.root / "link-out").symlink_to(tmp / "secret.txt")
-                (ws.root / "dir-out").symlink_to(tmp / "outside", target_is_directory=True)
-                before = sorted(p.name for p in ws.root.iterdir())
-                fn = {"read_file": ws.read_file, "delete_file": ws.delete_file}[tool]
-                try:
-                    result = asyncio.run(fn({"path": path_for(tmp)}, ToolContext("r", "c1")))
-                except (PermissionError, ValueError, FileNotFoundError) as e:
-                    result = f"refused: {e}"
-                assert (tmp / "secret.txt").read_text() == "outside", "a file outside the workspace changed"
-                assert (tmp / "outside" / "secret.txt").exists(), "a file outside the workspace was deleted"
-                assert sorted(p.name for p in ws.root.iterdir()) == before, "the workspace changed"
-                assert result.startswith("refused:"), f"not refused: {result[:60]!r}"
-                return result[:80]
-        return check
-
-    paths = {"..": lambda t: "../secret.txt", "a nested ..": lambda t: "dir/../../secret.txt",
-             "an absolute path outside": lambda t: str(t / "secret.txt"), "/etc/passwd": lambda t: "/etc/passwd",
-             "a symlink pointing out": lambda t: "link-out",
-             "a path through a symlinked folder": lambda t: "dir-out/secret.txt",
-             "an empty path": lambda t: "", "a NUL byte": lambda t: "errors.log\x00.txt"}
-    return [(f"{tool}: {label}", attempt(fn, tool)) for tool in ("read_file", "delete_file")
-            for label, fn in paths.items()]
-
-
-def _cli(*argv: str) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:  # argparse's usage errors
-            code = e.code
-    return code, err.getvalue()
-
-
-def _state_file_cases() -> list[tuple[str, Callable[[], str]]]:
-    good = new_run(SYSTEM_PROMPT, TASK, "plan", run_id="r1").to_dict()
-    text = json.dumps(good)
-    variants = {
-        "truncated": text[: len(text) // 2], "empty": "", "binary garbage": b"\x00\xff\xfe\x80 garbage",
-        "not an object": "[1, 2, 3]", "wrong version": json.dumps({**good, "version": 2}),
-        "no version": json.dumps({k: v for k, v in good.items() if k != "version"}),
-        "another run's file": json.dumps({**good, "run_id": "r2"}),
-        "an unknown status": json.dumps({**good, "status": "paused"}),
-        "negative turns": json.dumps({**good, "turns": -1}),
-        "a NaN cost": text.replace('"cost_usd": 0.0', '"cost_usd": NaN'),
-        "messages not a list": json.dumps({**good, "messages": "hi"}),
-        "approvals not a list": json.dumps({**good, "approved": "c2"}),
-    }
-
-    def check_file(content: str | bytes | None) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "r1.json"
-                if content is None:
-                    path.mkdir()  # a folder where the file should be
-                else:
-                    path.write_bytes(content if isinstance(content, bytes) else content.encode())
-                before = sorted(os.listdir(tmp)), (None if content is None else path.read_bytes())
-                message = _expect_state_error(lambda: load(tmp, "r1"))
-                assert str(path) in message, f"the error does not name the file: {message}"
-                code, err = _cli("resume", "r1", "--state-dir", tmp)
-                assert code == 2 and str(path) in err, f"resume exited {code}: {err!r}"
-                code, err = _cli("run", "plan", "--run-id", "r1", "--state-dir", tmp,
-                                 "--base-url", "http://127.0.0.1:9/v1")
-                assert code == 2 and "already exists" in err, f"run over it exited {code}: {err!r}"
-                after = sorted(os.listdir(tmp)), (None if content is None else path.read_bytes())
-                assert after == before, "the file or the folder changed"
-                return message.split(": ", 1)[1][:80]
-        return check
-
-    cases = [(f"state file: {label}", check_file(v)) for label, v in variants.items()]
-    cases.append(("state file: a folder in its place", check_file(None)))
-    cases.append(("state file: an invalid run id", lambda: _expect_state_error(lambda: load("/tmp", "../etc"))))
-    return cases
-
-
-def _expect_state_error(fn) -> str:
-    try:
-        fn()
-    except StateFileError as e:
-        return str(e)
-    raise AssertionError("no StateFileError")
-
-
-def _decision_cases() -> list[tuple[str, Callable[[], str]]]:
-    """Decisions and resumes that do not fit the run: a clear message, and the state file unchanged."""
-    def setup(tmp: Path, status: str, approved=()) -> Path:
-        state = new_run(SYSTEM_PROMPT, TASK, "destructive", run_id="r1")
-        state.messages += [asks(call("c1", "list_files")),
-                           {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": "[]"},
-                           asks(call("c2", "delete_file", {"path": "access.log"}))]
-        state.status, state.turns, state.approved = status, 2, list(approved)
-        state.per_turn = [{"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}] * 2  # load checks
-        state.interruption = {"type": "approval", "callId": "c2", "toolName": "delete_file",
-                              "args": {"path": "access.log"}} if status == "interrupted" else None
-        if status in ("completed", "failed"):
-            state.messages.append({"role": "tool", "tool_call_id": "c2", "name": "delete_file", "content": "x"})
-            state.messages.append({"role": "assistant", "content": "done"})
-        state.meta["workspace"] = str(Workspace.copy_of(into=tmp).root)
-        return save(state, tmp / "runs")
-
-    def case(status: str, argv: list[str], says: str, approved=()) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = setup(Path(tmp), status, approved)
-                before = path.read_bytes()
-                code, err = _cli("resume", "r1", "--state-dir", str(path.parent),
-                                 "--base-url", "http://127.0.0.1:9/v1", *argv)
-                assert code == 2 and says in err, f"exit {code}: {err!r}"
-                assert path.read_bytes() == before, "the state file changed"
-                return err.strip().splitlines()[-1][:90]
-        return check
-
-    return [
-        ("approve a call that is not pending", case("interrupted", ["--approve", "c9"], "not pending")),
-        ("approve a call already answered", case("interrupted", ["--approve", "c1"], "not pending")),
-        ("reject a call that is not pending", case("interrupted", ["--reject", "c9"], "not pending")),
-        ("approve twice", case("running", ["--approve", "c2"], "already approved", approved=["c2"])),
-        ("reject after approving", case("running", ["--reject", "c2"], "already approved", approved=["c2"])),
-        ("approve in a completed run", case("completed", ["--approve", "c2"], "is completed")),
-        ("resume a completed run", case("completed", [], "is completed")),
-        ("resume a failed run", case("failed", [], "is failed")),
-        ("approve and reject at once", case("interrupted", ["--approve", "c2", "--reject", "c2"], "not allowed")),
-        ("approve in a failed run (in-process)",
-         lambda: _expect_decision_error(lambda: approve(_failed_state(), "c2"))),
-        ("reject twice (in-process)", lambda: _expect_decision_error(lambda: reject(reject(_waiting(), "c2"), "c2"))),
-    ]
-
-
-def _waiting():
-    state = new_run(SYSTEM_PROMPT, TASK, "destructive")
-    state.messages.append(asks(call("c2", "delete_file", {"path": "access.log"})))
-    state.status = "interrupted"
-    return state
-
-
-def _failed_state():
-    state = _waiting()
-    state.status = "failed"
-    return state
-
-
-def _expect_decision_error(fn) -> str:
-    try:
-        fn()
-    except DecisionError as e:
-        return str(e)
-    raise AssertionError("no DecisionError")
-
-
-def _limit_cases() -> list[tuple[str, Callable[[], str]]]:
-    def options(**bad) -> Callable[[], str]:
-        def check() -> str:
-            try:
-                Options(base_url="http://127.0.0.1:9/v1", **bad)
-            except ValueError as e:
-                return str(e)
-            raise AssertionError(f"Options accepted {bad}")
-        return check
-
-    def command(*argv: str) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                code, err = _cli("run", "plan", "--state-dir", tmp, "--base-url", "http://127.0.0.1:9/v1", *argv)
-                assert code == 2 and err, f"exit {code}"
-                assert not os.listdir(tmp), "a run started"
-                return err.strip().splitlines()[-1][:90]
-        return check
-
-    bad_options = [dict(max_turns=-1), dict(max_turns=0), dict(max_turns=2.5), dict(max_turns=True),
-                   dict(max_turns="3"), dict(max_budget_usd=math.nan), dict(max_budget_usd=math.inf),
-                   dict(max_budget_usd=-1.0), dict(max_budget_usd=0), dict(max_budget_usd="0.1"),
-                   dict(timeout_s=0), dict(timeout_s=math.nan), dict(backoff_s=-1), dict(max_retries=-1),
-                   dict(max_retries=1.5)]
-    bad_flags = [("--max-turns", "-1"), ("--max-turns", "0"), ("--max-turns", "many"), ("--budget", "nan"),
-                 ("--budget", "-1"), ("--budget", "inf"), ("--budget", "0"), ("--cancel-after", "-1"),
-                 ("--cancel-after", "nan"), ("--latency-ms", "inf")]
-    return [(f"Options({', '.join(f'{k}={v!r}' for k, v in b.items())})", options(**b)) for b in bad_options] + \
-           [(f"run {flag} {value}", command(flag, value)) for flag, value in bad_flags]
-
-
-def _torn_cases() -> list[tuple[str, Callable[[], str]]]:
-    def trace_tail(fragment: bytes) -> Callable[[], str]:
-        def check() -> str:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "t.jsonl"
-                Trace(path).emit("r", "turn", turn=1)
-                _tear(path, fragment)
-                assert [e["turn"] for e in read(path)] == [1]
-                Trace(path).emit("r", "turn", turn=2)  # the next process cuts the fragment off
-                assert [e["turn"] for e in read(path)] == [1, 2]
-                return "read: 2 events, fragment cut"
-        return check
-
-    def journal_tail() -> str:
-        with tempfile.TemporaryDirectory() as tmp:
-            ws = Workspace.copy_of(into=tmp)
-            _tear(ws.journal, b'{"op":"delete","key":"r:c0","pa')
-            asyncio.run(ws.delete_file({"path": "access.log"}, ToolContext("r", "c1")))
-            again = asyncio.run(ws.delete_file({"path": "access.log"}, ToolContext("r", "c1")))
-            assert ws.deleted == ["access.log"] and again == "deleted access.log"
-            return "deleted once, recorded once"
-
-    def middle_line() -> str:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "t.jsonl"
-            path.write_text('{"type":"turn"}\nnot json\n{"type":"turn"}\n')
-            try:
-                read(path)
-            except ValueError as e:
-                assert "t.jsonl:2" in str(e)
-                return str(e)[-60:]
-            raise AssertionError("a bad line in the middle was read silently")
-
-    return [("trace: a torn last line", trace_tail(b'{"runId":"r","type":"tu')),
-            ("trace: a torn line that is valid JSON but not an object", trace_tail(b"12")),
-            ("trace: a torn multibyte character", trace_tail('{"label":"caf\u00e9'.encode()[:-1])),
-            ("trace: a bad line in the middle names its line", middle_line),
-            ("journal: a torn last line", journal_tail)]
-
-
-def bad_input_cases() -> list[tuple[str, Callable[[], str]]]:
-    return _tool_cases() + _path_cases() + _state_file_cases() + _decision_cases() + _limit_cases() + _torn_cases()
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            self.outcomes.setdefault(report.nodeid, report.outcome)
+            if report.outcome != "passed":  # a failure in setup, call or teardown, or a skip
+                self.outcomes[report.nodeid] = report.outcome
+                self.failures[report.nodeid] = str(report.longrepr).strip().splitlines()[-1][:200]
 
 
 def bad_input_campaign() -> dict:
-    results = []
-    for name, check in bad_input_cases():
-        try:
-            outcome, problem = check(), None
-        except Exception as e:  # noqa: BLE001 - a failed check is a finding, reported
-            outcome, problem = None, f"{type(e).__name__}: {e}"
-        results.append({"case": name, "outcome": outcome, "problem": problem})
-    return {"bad_inputs_tried": len(results), "handled": sum(r["problem"] is None for r in results),
-            "crashes": sum(r["problem"] is not None for r in results), "results": results}
+    import pytest  # the test extra; only this campaign needs it
 
+    tally = _Tally()
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        code = pytest.main([str(BAD_INPUT_TESTS), "-q", "-p", "no:cacheprovider"], plugins=[tally])
+    groups = Counter(nodeid.split("::")[-1].split("[")[0] for nodeid in tally.outcomes)
+    passed = sum(outcome == "passed" for outcome in tally.outcomes.values())
+    results = [{"case": nodeid.split("::")[-1], "outcome": outcome, "problem": tally.failures.get(nodeid)}
+               for nodeid, outcome in tally.outcomes.items()]
+    problems = [r for r in results if r["outcome"] != "passed"]
+    if not tally.outcomes:
+        problems.append({"case": str(BAD_INPUT_TESTS), "outcome": "error", "problem": f"pytest exited {code}"})
+    return {"bad_inputs_tried": len(results), "handled": passed, "crashes": len(problems),
+            "by_test": dict(groups), "results": results}
 
 # =====================================================================================================
 # The report
@@ -874,7 +544,8 @@ def report(m: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(c["kills_by_scenario"].items())),
         f"faults injected:    {m['faults_injected']} in {f['cases']} cases, "
         f"{f['cases_as_specified']} ended as specified",
-        f"bad inputs tried:   {m['bad_inputs_tried']}, {b['handled']} answered or refused as specified",
+        f"bad inputs tried:   {m['bad_inputs_tried']}, {b['handled']} answered or refused as specified ("
+        + ", ".join(f"{test} {n}" for test, n in b["by_test"].items()) + ")",
         f"runs lost:          {m['runs_lost']}",
         f"writes duplicated:  {m['writes_duplicated']} (destructive runs deleting access.log exactly once: "
         f"{c['deletions_exactly_once']} of {c['destructive_chains']})",
@@ -898,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if sys.flags.optimize:
+        p.error("run it without -O: the bad-input checks are asserts, which -O removes")
     m = measure(args.kills, args.seed, args.workers)
     if args.json:
         print(json.dumps(m, default=str))

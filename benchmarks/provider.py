@@ -1,9 +1,9 @@
 """How long the scripted provider takes to serve the chapter's 100-turn runaway.
 
-    python -m harness_lib.bench
+    python -m benchmarks.provider
 
-(The harness's own overhead, beside a bare httpx loop and the peer libraries, is measured by
-``benchmarks/`` outside the package: ``make bench``.)
+(The harness's own overhead, beside a bare httpx loop and the peer libraries, is the rest of
+``benchmarks/``: ``make bench``.)
 
 The 100 requests are the ones the harness sends for ``runaway`` at cap 100: the fixture's system prompt
 and task, the four tool schemas, and per turn the assistant's ``list_files`` call (ids c0..c99) and its
@@ -23,9 +23,9 @@ import time
 
 import httpx
 
-from .scripted.server import ScriptedProvider, complete
-from .tokens import compact
-from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
+from harness_lib.scripted.server import ScriptedProvider, complete
+from harness_lib.tokens import compact
+from harness_lib.workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
 RUNAWAY_TURNS = 100
 RUNAWAY_PROMPT_TOKENS = 337_299  # the chapter's input tokens at cap 100
