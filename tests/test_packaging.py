@@ -175,6 +175,17 @@ def test_a_failed_copy_leaves_no_temporary_folder(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == [], "the temporary folder made for the copy was left behind"
 
 
+def test_chapter_execute_outside_the_project_says_the_notebooks_are_not_here(tmp_path, monkeypatch, capsys):
+    from harness_lib import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["chapter", "--execute"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"error: no notebooks in {tmp_path.resolve() / 'notebooks'}: the notebooks come "
+                                 "with the project, not the installed package; run this from the project's folder\n")
+    assert list(tmp_path.iterdir()) == []  # no reports/ written for a chapter that was not run
+
+
 # -- the wheel -------------------------------------------------------------------------------------------
 
 def _data_files(folder: Path) -> list[str]:
