@@ -9,7 +9,7 @@ files as package data. Nothing here writes: the package never writes into its ow
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 
 def data_path(*parts: str, must_exist: bool = True) -> Path:
@@ -20,7 +20,7 @@ def data_path(*parts: str, must_exist: bool = True) -> Path:
     and RuntimeError when the package is not on the file system (imported from a zip archive), where the
     workspace could not be copied from."""
     for part in parts:
-        if not isinstance(part, str) or not part or PurePosixPath(part).is_absolute() or ".." in Path(part).parts:
+        if not isinstance(part, str) or not part or Path(part).is_absolute() or ".." in Path(part).parts:
             raise ValueError(f"not a name inside harness_lib/data: {part!r}")
     root = resources.files(__package__).joinpath("data")
     if not isinstance(root, Path):
