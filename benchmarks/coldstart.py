@@ -26,8 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def export(ref: str, into: Path):
-    archive = subprocess.run(["git", "archive", ref, "harness_lib", "data"], cwd=ROOT, capture_output=True,
-                             check=True).stdout
+    # The data lives in harness_lib/data/; a tree from before that move keeps it in a top-level data/.
+    old_data = subprocess.run(["git", "ls-tree", "--name-only", ref, "data"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    archive = subprocess.run(["git", "archive", ref, "harness_lib", *(["data"] if old_data else [])], cwd=ROOT,
+                             capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
 

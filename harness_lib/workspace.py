@@ -1,4 +1,4 @@
-"""The chapter's four tools, acting on a private copy of ``data/workspace``.
+"""The chapter's four tools, acting on a private copy of the package's ``data/workspace``.
 
 ``list_files``, ``read_file``, ``delete_file`` (needs approval) and ``scan_archive`` (deliberately slow,
 reports progress, hears Stop). Every path is resolved inside the workspace; one that leaves it
@@ -18,15 +18,19 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import weakref
 from pathlib import Path
 
+from .resources import data_path
 from .tokens import compact
 from .tools import Tool, ToolContext, string_params
 from .trace import cut_torn_tail
 
-DATA_WORKSPACE = Path(__file__).resolve().parent.parent / "data" / "workspace"
+# Never acted on: each run works on a copy (``Workspace.copy_of``) in a folder the user owns. Checked
+# when copied, not here, so that an incomplete install is one clear error, not a failed import.
+DATA_WORKSPACE = data_path("workspace", must_exist=False)
 
 # The fixture every scripted run starts from. With the four schemas below, the first request of a run
 # counts 204 prompt tokens, as in the chapter.
@@ -44,12 +48,21 @@ class Workspace:
         self._tail_checked = False
 
     @classmethod
-    def copy_of(cls, source: str | Path = DATA_WORKSPACE, into: str | Path | None = None) -> "Workspace":
-        """A fresh copy of ``source`` in a new temporary folder (or in ``into``), so no run touches data/.
-        A temporary folder is removed with the workspace object (or at exit) unless ``keep()`` is called."""
+    def copy_of(cls, source: str | Path | None = None, into: str | Path | None = None) -> "Workspace":
+        """A fresh copy of ``source`` (default: the package's ``data/workspace``) in a new temporary folder
+        (or in ``into``), so no run touches the package's data. A temporary folder is removed with the
+        workspace object (or at exit) unless ``keep()`` is called."""
+        source = data_path("workspace") if source is None else source
         parent = Path(into) if into else Path(tempfile.mkdtemp(prefix="harness-ws-"))
         root = parent / "workspace"
-        shutil.copytree(source, root)
+        try:
+            shutil.copytree(source, root, copy_function=shutil.copyfile)  # contents, not an installed file's mode
+        except BaseException:
+            if into is None:
+                shutil.rmtree(parent, ignore_errors=True)
+            raise
+        for folder in (root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())):
+            folder.chmod(folder.stat().st_mode | stat.S_IWUSR)  # a read-only install still gives a usable copy
         workspace = cls(root)
         if into is None:
             workspace._cleanup = weakref.finalize(workspace, shutil.rmtree, parent, True)

@@ -1,4 +1,4 @@
-"""The chapter's published figures (data/chapter_figures.csv) and the comparison with ours.
+"""The chapter's published figures (harness_lib/data/chapter_figures.csv) and the comparison with ours.
 
 Token counts, turns, statuses and outcomes must match exactly; dollars and ratios match when ours,
 printed at the chapter's precision, reads the same; times match within the tolerance the CSV states
@@ -15,11 +15,12 @@ chapter has no figure for this value". A key that looks like an id and is not on
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+from ..resources import data_path
+
+DATA = data_path()  # the package's data folder: the chapter's figures, its trace, its local-model table
 EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducible here", "DIFFERS"
 NO_FIGURE = "the chapter has no figure for this value"
 COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
@@ -27,7 +28,7 @@ OTHER_MODEL = "measured here, another model"
 
 
 def chapter_figures() -> pd.DataFrame:
-    return pd.read_csv(DATA / "chapter_figures.csv", dtype=str, keep_default_na=False)
+    return pd.read_csv(data_path("chapter_figures.csv"), dtype=str, keep_default_na=False)
 
 
 def _decimals(text: str) -> int:
@@ -86,7 +87,7 @@ def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
     figures = chapter_figures()
     unknown = [k for k in measured if not is_label(k) and k not in set(figures["id"])]
     if unknown:
-        raise KeyError(f"not figure ids in data/chapter_figures.csv: {', '.join(unknown)}")
+        raise KeyError(f"not figure ids in harness_lib/data/chapter_figures.csv: {', '.join(unknown)}")
     rows = []
     for f in figures.itertuples():
         if section and f.section != section:

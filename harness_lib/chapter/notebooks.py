@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+# Relative: the project's notebooks are not part of the installed package; run from the project's folder.
+NOTEBOOKS = Path("notebooks")
 KEEP_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 
@@ -63,6 +64,9 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
 def execute_all(paths=None, timeout: int = 600) -> dict[str, float]:
     """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}."""
     paths = sorted(NOTEBOOKS.glob("*.ipynb")) if paths is None else [Path(p) for p in paths]
+    if not paths:
+        raise FileNotFoundError(f"no notebooks in {NOTEBOOKS.resolve()}: the notebooks come with the project, not "
+                                "the installed package; run this from the project's folder")
     return {p.name: round(execute(p, timeout=timeout), 1) for p in paths}
 
 

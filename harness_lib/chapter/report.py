@@ -19,7 +19,8 @@ from . import experiments as E
 from .figures import compare, is_label, tally
 from .local_model import section_12_live
 
-REPORTS = Path(__file__).resolve().parents[2] / "reports"
+# Relative: written in the folder the command runs in (make chapter: the project's), never in the package.
+REPORTS = Path("reports")
 
 
 async def measure_all(base_url: str) -> dict:
