@@ -442,7 +442,7 @@ PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answ
 
 @all_or_nothing
 async def resume_after_kill(base_url: str, workdir: str | Path | None = None, kill_after_tool_results: int = 2,
-                            hold_ms: float = 2000) -> R.ResumeAfterKill:
+                            hold_ms: float = 400) -> R.ResumeAfterKill:
     """Start ``plan`` in a child process, SIGKILL it once its ``kill_after_tool_results``-th tool result is
     on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
     here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
