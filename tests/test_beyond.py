@@ -12,7 +12,8 @@ def go(coro):
 
 
 def test_permanent_errors_beside_the_chapters_run(url):
-    table, runs, m = go(B.permanent_errors(url))
+    perm = go(B.permanent_errors(url))
+    table, m = perm.table, perm.measured
     # the chapter's run, untouched by default
     assert (m["perm.chapter.status"], m["perm.chapter.turns"], f'{m["perm.chapter.cost"]:.6f}') == \
         ("max_turns_exceeded", 12, "0.018622")
@@ -27,7 +28,8 @@ def test_permanent_errors_beside_the_chapters_run(url):
 
 
 def test_cap_forecast_on_the_runaway(url):
-    table, curve, m = go(B.cap_forecast(url))
+    fc = go(B.cap_forecast(url))
+    table, curve, m = fc.table, fc.curve, fc.measured
     assert m["forecast.k3.max_error_pct"] < 1  # the bar; in fact 0
     assert (table.loc[3, "predicted_in"] == table.loc[3, "measured_in"]).all()
     assert list(table.loc[3, "measured_in"]) == [3431, 16259, 88649, 337299]  # the chapter's caps, as run
@@ -36,7 +38,8 @@ def test_cap_forecast_on_the_runaway(url):
 
 
 def test_forecast_breaks_where_its_assumption_does(url):
-    breaks, m = go(B.forecast_breaks(url))
+    result = go(B.forecast_breaks(url))
+    breaks, m = result.table, result.measured
     assert m["forecast.breaks.runaway"] == 0
     assert 1 < m["forecast.breaks.replies"] < 50  # replies that vary: off by some percent, either way
     errors = breaks.loc["replies of varying length", "cost_error_pct"]
@@ -44,8 +47,8 @@ def test_forecast_breaks_where_its_assumption_does(url):
     # a run that answers before the cap: the forecast is the cap's worst case, far above what it cost
     for run in ("plan (answers at turn 3)", "recover (answers at turn 4)"):
         assert (breaks.loc[run, "status"] == "completed").all() and (breaks.loc[run, "cost_error_pct"] > 100).all()
-    table, curve, _ = go(B.cap_forecast(url))
-    assert plots.png(B.forecast_plot(table, curve, breaks))[:4] == b"\x89PNG"
+    fc = go(B.cap_forecast(url))
+    assert plots.png(B.forecast_plot(fc.table, fc.curve, breaks))[:4] == b"\x89PNG"
 
 
 def test_new_stop_conditions_table(url):

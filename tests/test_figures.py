@@ -16,17 +16,19 @@ def go(coro):
 
 
 def test_plan(url):
-    out, transcript, m = go(E.loop_plan(url))
+    plan = go(E.loop_plan(url))
+    out, m = plan.outcome, plan.measured
     assert (m["plan.turns"], m["plan.tools"], m["plan.in"], m["plan.out"]) == (3, 2, 815, 70)
     assert f'{m["plan.cost"]:.6f}' == "0.002470"
     assert m["plan.prompts"] == [204, 269, 342]
     assert [t["completion_tokens"] for t in out.state.per_turn] == [23, 29, 18]
     assert m["plan.answer"] == "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
-    assert list(transcript.role) == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert list(plan.transcript.role) == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 
 
 def test_turn_cap(url):
-    table, m = go(E.cap_table(url))
+    capped = go(E.cap_table(url))
+    table, m = capped.table, capped.measured
     assert (m["cap.in8"], m["cap.in50"], m["cap.in100"]) == (3431, 88649, 337299)
     assert f'{m["cap.cost20"]:.3f}' == "0.038"
     assert f'{m["cap.cost_ratio"]:.1f}' == "3.7" and f'{m["cap.in_ratio"]:.1f}' == "3.8"
@@ -35,7 +37,7 @@ def test_turn_cap(url):
 
 
 def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
-    table, _ = go(E.cap_table(url, caps=(8, 20)))
+    table = go(E.cap_table(url, caps=(8, 20))).table
     long = go(E.scenario(url, "runaway", max_turns=30))
     prefix = E.prefix_costs(long.state)
     for cap in (8, 20):
@@ -46,14 +48,16 @@ def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
 
 
 def test_budget(url):
-    table, m = go(E.budget_table(url))
+    budget = go(E.budget_table(url))
+    table, m = budget.table, budget.measured
     assert f'{m["budget.spent"]:.6f}' == "0.010780" and m["budget.turns"] == 9
     assert table.overshoot_within_one_turn.all() and (table.overshoot_usd >= 0).all()
     assert table.turns.is_monotonic_increasing
 
 
 def test_tool_error_policies_and_permanent_error(url):
-    table, permanent, m = go(E.tool_errors(url))
+    errors = go(E.tool_errors(url))
+    table, m = errors.table, errors.measured
     assert f'{m["errors.ratio"]:.1f}' == "4.7"
     assert m["errors.answers"] == "descriptive"
     assert table.loc["fatal", "status"] == "failed" and table.loc["descriptive", "status"] == "completed"
@@ -64,7 +68,8 @@ def test_tool_error_policies_and_permanent_error(url):
 
 
 def test_repeats_and_dedupe(url):
-    table, writes, m = go(E.dedupe(url))
+    repeats = go(E.dedupe(url))
+    table, m = repeats.table, repeats.measured
     assert f'{m["repeat.extra"]:.6f}' == "0.001050" and m["repeat.increase"] == 75
     assert m["repeat.cache_saves"] == 0
     assert table.loc["repeated read, read-only cache", "tool_runs"] == 1
@@ -73,7 +78,7 @@ def test_repeats_and_dedupe(url):
 
 
 def test_approval(url):
-    stopped, table, m = go(E.approval(url))
+    m = go(E.approval(url)).measured
     assert m["approval.stop"] == 'turn 2: interrupted / approval -> delete_file({"path":"access.log"})'
     assert m["approval.deleted_before"] == []
     assert (m["approve.turns"], m["approve.deleted"]) == (3, ["access.log"])
@@ -85,7 +90,8 @@ def test_approval(url):
 
 @pytest.mark.slow
 def test_resume_after_sigkill(url, tmp_path):
-    table, events, m = go(E.resume_after_kill(url, tmp_path))
+    resume = go(E.resume_after_kill(url, tmp_path))
+    table, m = resume.table, resume.measured
     assert (m["resume.restored_turns"], m["resume.restored_messages"], m["resume.restored_status"]) == (2, 6, "running")
     assert f'{m["resume.restored_cost"]:.6f}' == "0.001570"
     assert (m["resume.turns"], m["resume.status"]) == (3, "completed")
@@ -96,7 +102,8 @@ def test_resume_after_sigkill(url, tmp_path):
 
 @pytest.mark.slow
 def test_cancellation(url):
-    table, timelines, m = go(E.cancellation(url))
+    scans = go(E.cancellation(url))
+    table, m = scans.table, scans.measured
     assert 450 <= m["cancel.progress1"] <= 600 and 950 <= m["cancel.progress2"] <= 1100
     assert 2950 <= m["cancel.full"] <= 3300 and m["cancel.full_status"] == "completed"
     assert (m["cancel.stop_status"], m["cancel.reason"]) == ("interrupted", "user pressed Stop")
@@ -106,13 +113,14 @@ def test_cancellation(url):
 
 
 def test_trace_equals_the_chapter(url, tmp_path):
-    out, events, diff, m = go(E.trace_demo(url, tmp_path))
+    demo = go(E.trace_demo(url, tmp_path))
+    events, diff, m = demo.events, demo.diff, demo.measured
     assert m["trace.lines"] == 6, diff[~diff.same]
     assert len({e["runId"] for e in events}) == 1 and events == E.read(tmp_path / "trace.jsonl")
 
 
 def test_comparison_has_no_differences_on_what_these_tests_measure(url):
-    _, _, m = go(E.loop_plan(url))
+    m = go(E.loop_plan(url)).measured
     table = compare(m, section="01-loop")
     assert len(table) == 9 and not (table.match == DIFFERS).any()
 

@@ -1,6 +1,7 @@
 """Beyond the chapter (issue 12): three limits the chapter names and leaves open, each measured beside
 the chapter's own behaviour. Like ``experiments``, every function runs the harness for real and returns
-DataFrames and a dict of measured numbers; nothing here is typed in.
+a named record (``results.py``) of DataFrames and ``.measured``, a dict of measured numbers; nothing
+here is typed in.
 
 * ``permanent_errors``: the chapter's ``forbidden`` run (12 turns, $0.018622, max_turns_exceeded), then
   the same run with a tool that marks its error permanent and ``stops.permanent_error()``, and with
@@ -35,6 +36,7 @@ from ..scripted.scripts import call, turn_index
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
 from . import params
+from . import results as R
 from .experiments import MAX_CAP, cancel_after, scenario
 from .plots import BLUE, GREY, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing
@@ -48,7 +50,7 @@ def marked_tools(workspace: Workspace):
 
 
 @all_or_nothing
-async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20):
+async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20) -> R.PermanentErrors:
     params.whole_number("PERMANENT_CAP", cap, 1, 200)
     params.whole_number("CAP", recover_cap, 1, 200)
     ws = Workspace.copy_of()
@@ -76,7 +78,7 @@ async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20):
         s = runs[label].state
         measured.update({f"perm.{key}.status": s.status, f"perm.{key}.turns": s.turns,
                          f"perm.{key}.cost": round(s.cost_usd, 6)})
-    return table, runs, measured
+    return R.PermanentErrors(table, runs, measured)
 
 
 # -- 3. price a cap before raising it -----------------------------------------------------------------------
@@ -98,7 +100,7 @@ async def forecast_lines(base_url: str, observed: int = 3, caps=CHAPTER_CAPS, na
 
 
 @all_or_nothing
-async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway"):
+async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway") -> R.CapForecast:
     """Forecast each cap from the first ``observed`` turns of ``name`` (its trace), then run each cap."""
     observed = params.whole_numbers("OBSERVED", observed, 2, 20)
     caps = _caps(caps)
@@ -118,7 +120,7 @@ async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: 
     curve = pd.DataFrame([{"cap": f.cap, "predicted_usd": f.cost_usd}
                           for f in forecast(head.trace.events, observed=max(observed), caps=range(1, max(caps) + 1))]
                          ).set_index("cap")
-    return table, curve, measured
+    return R.CapForecast(table, curve, measured)
 
 
 class VaryingModel:
@@ -138,7 +140,7 @@ class VaryingModel:
 
 
 @all_or_nothing
-async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS):
+async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS) -> R.ForecastBreaks:
     """The same forecast on runs that break its assumption: a model whose replies vary in length, and
     runs that answer before the cap (plan, recover), which the forecast prices as if they went on."""
     observed, caps = _observed(observed), _caps(caps)
@@ -161,7 +163,7 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS):
     table = pd.DataFrame(rows).set_index(["run", "cap"])
     worst = table["cost_error_pct"].abs().groupby(level="run").max()
     measured = {f"forecast.breaks.{label.split(' ')[0]}": float(worst[label]) for label in cases}
-    return table, measured
+    return R.ForecastBreaks(table, measured)
 
 
 # -- 4. stop conditions in the library's own words ---------------------------------------------------------------
@@ -245,10 +247,10 @@ def budget_rows(table: pd.DataFrame, budgets) -> pd.DataFrame:
 
 
 @all_or_nothing
-async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", sweep: int = 0):
+async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", sweep: int = 0) -> R.StrictBudgets:
     """Run ``name`` (no turn cap) under each budget, with the chapter's check and with the strict one:
     ``budgets`` (the 25-budget sweep when None) and, with ``sweep``, that many more from $0.005 to $0.050.
-    Returns (table indexed by budget and check, in budget order; measured numbers)."""
+    The table is indexed by budget and check, in budget order."""
     if budgets is None:
         budgets = budget_sweep()
     else:
@@ -275,7 +277,7 @@ async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", swe
             for check, t in (("chapter", chapter), ("strict", strict)):
                 measured[f"{check}.{b:g}.spent"], measured[f"{check}.{b:g}.turns"] = \
                     float(t.loc[b, "spent_usd"]), int(t.loc[b, "turns"])
-    return table, measured
+    return R.StrictBudgets(table, measured)
 
 
 def cl100k() -> "tiktoken.Encoding":  # noqa: F821 - imported inside
@@ -309,12 +311,12 @@ SAMPLES = {"english": "Worker 7 timed out after 30000 ms.",
 
 
 @all_or_nothing
-async def tokenizer_margin(base_url: str, names=("plan", "recover", "destructive", "runaway", "forbidden")):
+async def tokenizer_margin(base_url: str, names=("plan", "recover", "destructive", "runaway", "forbidden")
+                           ) -> R.TokenizerMargin:
     """Every request of a few scripted runs (the runaway and forbidden to 20 turns), counted with the
     chapter's convention by o200k_base (the local count) and by cl100k_base. A server with another tokenizer
     bills ``other / local`` times the local count: ``strict_margin`` must be at least the worst ratio - 1 (this
-    measures the tokenizer only, not a server's chat template: measure that on the server, ``budget.margin_needed``).
-    Returns (per request, per sample text, measured numbers)."""
+    measures the tokenizer only, not a server's chat template: measure that on the server, ``budget.margin_needed``)."""
     enc = cl100k()
     rows = []
     for name in names:
@@ -335,7 +337,7 @@ async def tokenizer_margin(base_url: str, names=("plan", "recover", "destructive
                 "margin.cl100k_min_ratio": float(table["ratio"].min()),
                 "margin.requests": len(table),
                 **{f"margin.cl100k_ratio.{k}": float(v) for k, v in samples["ratio"].items()}}
-    return table, samples, measured
+    return R.TokenizerMargin(table, samples, measured)
 
 
 def strict_budget_plot(table: pd.DataFrame) -> Figure:

@@ -1,9 +1,9 @@
 """The experiments: one async function per chapter table.
 
 Each takes the base URL of a running provider (``ScriptedProvider.shared()`` in a notebook), runs the
-harness for real, and returns ``(table, measured)``: a DataFrame to show, and a dict of figure id -> value
-to lay beside the chapter's (see ``figures.compare``). Nothing here is a constant posing as a measurement:
-every number comes from a run.
+harness for real, and returns a small named record (``results.py``): DataFrames to show, and
+``.measured``, a dict of figure id -> value to lay beside the chapter's (see ``figures.compare``).
+Nothing here is a constant posing as a measurement: every number comes from a run.
 
 Every parameter a notebook exposes is checked here under the notebook's name for it (``CAPS``,
 ``BUDGETS``...): an unreasonable value raises ``params.ParameterError`` (one line in a notebook). Values
@@ -40,6 +40,7 @@ from ..tokens import compact, count
 from ..trace import Trace, read
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
+from . import results as R
 from .figures import DATA, relabel
 from .stop_button import all_or_nothing, check, stoppable
 
@@ -108,7 +109,7 @@ def script_catalogue() -> pd.DataFrame:
 
 
 @all_or_nothing
-async def switch_servers(base_url: str, scenario_name: str = "plan", switch_after_turns: int = 2):
+async def switch_servers(base_url: str, scenario_name: str = "plan", switch_after_turns: int = 2) -> R.SwitchServers:
     """Run ``scenario_name`` for ``switch_after_turns`` turns on one server, shut it down, finish the same
     state on a brand-new server; beside it, the same run on one server throughout."""
     params.one_of("SCENARIO", scenario_name, SCENARIOS_THAT_FINISH)
@@ -122,12 +123,12 @@ async def switch_servers(base_url: str, scenario_name: str = "plan", switch_afte
     whole = await approving(base_url, scenario_name, max_turns=20)
     table = pd.DataFrame([{"run": "two servers, one after the other", **moved.row},
                           {"run": "one server throughout", **whole.row}]).set_index("run")
-    return first_leg, table
+    return R.SwitchServers(first_leg, table)
 
 
 # -- 1. the loop --------------------------------------------------------------------------------------
 @all_or_nothing
-async def loop_plan(base_url: str, max_turns: int = 20):
+async def loop_plan(base_url: str, max_turns: int = 20) -> R.LoopPlan:
     """The plan run. Timed once warm: the first run of a process also pays for imports and the first
     connection, which is not what the chapter's ``ms=89`` measures."""
     params.whole_number("MAX_TURNS", max_turns, 1, 1000)
@@ -145,7 +146,7 @@ async def loop_plan(base_url: str, max_turns: int = 20):
                 "plan.ms": round(out.wall_ms)}
     if max_turns != 20:
         measured = relabel(measured, f"MAX_TURNS={max_turns}")
-    return out, transcript, measured
+    return R.LoopPlan(out, transcript, measured)
 
 
 def request_parts(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:
@@ -173,7 +174,7 @@ MAX_CAP = 500  # the runaway's prompts grow by 64 tokens a turn: cap 500 is ~8 M
 
 
 @all_or_nothing
-async def cap_table(base_url: str, caps=(8, 20, 50, 100)):
+async def cap_table(base_url: str, caps=(8, 20, 50, 100)) -> R.CapTable:
     """One runaway run per cap. The chapter printed input tokens at caps 8, 50 and 100, the cost at 20,
     and the 100/50 ratios; any other cap is measured and listed as having no chapter figure."""
     caps = params.whole_numbers("CAPS", caps, 1, MAX_CAP)
@@ -191,7 +192,7 @@ async def cap_table(base_url: str, caps=(8, 20, 50, 100)):
     for cap in caps:
         if cap not in (8, 20, 50, 100):
             measured[f"runaway, cap {cap}: input tokens"] = int(ins[cap])
-    return table, measured
+    return R.CapTable(table, measured)
 
 
 @all_or_nothing
@@ -236,7 +237,7 @@ def quadratic_fit(table: pd.DataFrame) -> np.ndarray:
 
 # -- 3. the budget --------------------------------------------------------------------------------------
 @all_or_nothing
-async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)):
+async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)) -> R.BudgetTable:
     """The runaway, no turn cap, once per budget. The chapter printed the $0.010 run only."""
     budgets = params._several("BUDGETS", budgets, lambda b: params.number("BUDGETS", b, above=0, high=1.0),
                               "a number of dollars above 0 and at most 1, or a tuple of them")
@@ -255,7 +256,7 @@ async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)):
                     "budget.status": hit.status.iloc[0]}
     for row in table[table.budget_usd != 0.010].itertuples():
         measured[f"budget ${row.budget_usd:.3f}, no cap: spent"] = f"{row.spent_usd:.6f}"
-    return table, measured
+    return R.BudgetTable(table, measured)
 
 
 @all_or_nothing
@@ -273,7 +274,7 @@ async def cancel_after(coro, seconds: float, reason: str = "user pressed Stop"):
 
 
 @all_or_nothing
-async def five_exits(base_url: str):
+async def five_exits(base_url: str) -> R.FiveExits:
     outs = {
         "plan, cap 20": await scenario(base_url, "plan", max_turns=20),
         "runaway, cap 8": await scenario(base_url, "runaway", max_turns=8),
@@ -287,11 +288,11 @@ async def five_exits(base_url: str):
     rows = [{"run": k, "status": o.state.status, "interruption": (o.state.interruption or {}).get("type", ""),
              "resumable": o.state.resumable, "turns": o.state.turns, "cost_usd": round(o.state.cost_usd, 6),
              "error": o.state.error or ""} for k, o in outs.items()]
-    return pd.DataFrame(rows), outs
+    return R.FiveExits(pd.DataFrame(rows), outs)
 
 
 @all_or_nothing
-async def resume_the_resumable(base_url: str, outs: dict, raised_cap: int = 10):
+async def resume_the_resumable(base_url: str, outs: dict, raised_cap: int = 10) -> R.Resumed:
     """Continue copies of two of ``five_exits``'s runs: the capped one with its cap raised, the one that
     stopped for approval with its call approved. Copies, so the cell can be run again and again."""
     raised_cap = params.whole_number("RAISED_CAP", raised_cap, 1, MAX_CAP)
@@ -302,12 +303,12 @@ async def resume_the_resumable(base_url: str, outs: dict, raised_cap: int = 10):
     approve(state, state.interruption["callId"])
     # The same workspace: a second approval of the same call is answered from delete_file's journal.
     approved = await scenario(base_url, "destructive", state=state, workspace=waiting.workspace)
-    return more, approved
+    return R.Resumed(more, approved)
 
 
 # -- 5. tool errors ----------------------------------------------------------------------------------------
 @all_or_nothing
-async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12):
+async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12) -> R.ToolErrors:
     params.whole_number("CAP", cap, 1, 200)
     params.whole_number("PERMANENT_CAP", permanent_cap, 1, 200)
     rows, outs = [], {}
@@ -327,7 +328,7 @@ async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12):
     measured = {**(errors if cap == 20 else relabel(errors, f"CAP={cap}")),
                 **(perm_figures if (cap, permanent_cap) == (20, 12) else
                    relabel(perm_figures, f"CAP={cap}, PERMANENT_CAP={permanent_cap}"))}
-    return table, permanent, measured
+    return R.ToolErrors(table, permanent, measured)
 
 
 def policy_story(table: pd.DataFrame) -> str:
@@ -378,7 +379,7 @@ async def try_dedupe(base_url: str, scenario_name: str = "delete_twice", dedupe_
 
 
 @all_or_nothing
-async def dedupe(base_url: str):
+async def dedupe(base_url: str) -> R.Dedupe:
     runs = {"baseline (one read)": await scenario(base_url, "direct"),
             "repeated read, no cache": await scenario(base_url, "repeat"),
             "repeated read, read-only cache": await scenario(base_url, "repeat", dedupe="read-only")}
@@ -398,7 +399,7 @@ async def dedupe(base_url: str):
                 "naive.deleted": naive.workspace.delete_runs,
                 "gate.turns": gate.state.turns, "gate.runs": gate.state.tool_runs,
                 "gate.deleted": gate.workspace.delete_runs}
-    return table, wtable, measured
+    return R.Dedupe(table, wtable, measured)
 
 
 # -- 7. approval ----------------------------------------------------------------------------------------
@@ -406,7 +407,7 @@ REJECT_REASON = "I only asked which file mentions a timeout; do not delete anyth
 
 
 @all_or_nothing
-async def approval(base_url: str, reason: str = REJECT_REASON):
+async def approval(base_url: str, reason: str = REJECT_REASON) -> R.Approval:
     params.text("REASON", reason)
     stopped = await scenario(base_url, "destructive")
     i = stopped.state.interruption
@@ -432,7 +433,7 @@ async def approval(base_url: str, reason: str = REJECT_REASON):
         measured.update({f"{key}.turns": o.state.turns, f"{key}.deleted": o.workspace.deleted,
                          f"{key}.answer": o.state.output})
     measured.pop("silent.turns")
-    return stopped, table, measured
+    return R.Approval(stopped, table, measured)
 
 
 # -- 8. persist and resume: a real process, really killed -----------------------------------------------------
@@ -441,7 +442,7 @@ PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answ
 
 @all_or_nothing
 async def resume_after_kill(base_url: str, workdir: str | Path | None = None, kill_after_tool_results: int = 2,
-                            hold_ms: float = 2000):
+                            hold_ms: float = 400) -> R.ResumeAfterKill:
     """Start ``plan`` in a child process, SIGKILL it once its ``kill_after_tool_results``-th tool result is
     on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
     here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
@@ -454,7 +455,8 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
     return await _resume_after_kill(base_url, Path(workdir), kill_after_tool_results, hold_ms)
 
 
-async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_results: int, hold_ms: float):
+async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_results: int,
+                             hold_ms: float) -> R.ResumeAfterKill:
     state_dir, trace_path = workdir / "runs", workdir / "trace.jsonl"
     workspace = Workspace.copy_of(into=workdir)
     run_id = "resume-demo"
@@ -501,7 +503,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
                 "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
     if not killed or kill_after_tool_results != 2:
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
-    return table, events, measured
+    return R.ResumeAfterKill(table, events, measured)
 
 
 def _saved_tool_results(state_dir: Path, run_id: str) -> int:
@@ -524,7 +526,7 @@ SCAN_SECONDS = 3.0
 
 
 @all_or_nothing
-async def cancellation(base_url: str, stop_at: float = 1.2, progress=None):
+async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> R.Cancellation:
     """Three timed scans: no Stop; Stop ``stop_at`` s after the tool starts; the same with a tool deaf to
     Stop. ``progress(line)`` hears one line as each run ends (a notebook passes ``print``). A Stop later
     than the scan's end is never pressed: the run completes first, and the table says so."""
@@ -562,7 +564,7 @@ async def cancellation(base_url: str, stop_at: float = 1.2, progress=None):
     if stopped.stop_to_end_ms is not None and not pd.isna(stopped.stop_to_end_ms):
         at_stop["cancel.click_to_stop"] = int(stopped.stop_to_end_ms)
     measured.update(at_stop if stop_at == 1.2 else relabel(at_stop, f"STOP_AT={stop_at:g}"))
-    return table, timelines, measured
+    return R.Cancellation(table, timelines, measured)
 
 
 async def _scan_run(base_url, tools, on_progress, t0):
@@ -686,9 +688,9 @@ def trace_diff(ours: list[dict], theirs: list[dict]) -> pd.DataFrame:
 
 
 @all_or_nothing
-async def trace_demo(base_url: str, path: str | Path | None = None, run_id: str | None = None):
+async def trace_demo(base_url: str, path: str | Path | None = None, run_id: str | None = None) -> R.TraceDemo:
     """The approval run, traced to ``path``/trace.jsonl (a temporary folder, removed before this returns,
-    when None). ``run_id`` names the run (a random id when None). Returns (outcome, events, diff, measured)."""
+    when None). ``run_id`` names the run (a random id when None)."""
     if run_id is not None:
         params.text("RUN_ID", run_id)
     if path is None:
@@ -700,7 +702,7 @@ async def trace_demo(base_url: str, path: str | Path | None = None, run_id: str 
     ours, theirs = read(path), chapter_trace()
     diff = trace_diff(ours, theirs)
     same_lines = int(diff.groupby("line")["same"].all().sum()) if len(ours) == len(theirs) else 0
-    return out, ours, diff, {"trace.lines": same_lines}
+    return R.TraceDemo(out, ours, diff, {"trace.lines": same_lines})
 
 
 @all_or_nothing
@@ -750,7 +752,7 @@ def turn_costs(events: list[dict], run_id: str | None = None) -> pd.DataFrame:
 
 # -- 11. latency --------------------------------------------------------------------------------------------
 @all_or_nothing
-async def latency(latencies_ms=(0, 25, 50, 100, 200), repeats: int = 3, name: str = "plan", progress=None):
+async def latency(latencies_ms=(0, 25, 50, 100, 200), repeats: int = 3, name: str = "plan", progress=None) -> R.Latency:
     """Wall time of the same run against providers of growing latency. The provider reports how long it
     spent inside its handlers; what is left of the wall time is the harness's own (client included).
     ``progress(line)`` hears one line per latency as soon as it is measured."""
@@ -776,7 +778,8 @@ async def latency(latencies_ms=(0, 25, 50, 100, 200), repeats: int = 3, name: st
                      f"harness's own {row['harness_ms']:,.1f} ms")
     table = pd.DataFrame(rows)
     slope, intercept = np.polyfit(table.latency_ms, table.wall_ms, 1)
-    return table, float(slope), float(intercept), {"latency.overhead": round(float(table.harness_ms.median()))}
+    measured = {"latency.overhead": round(float(table.harness_ms.median()))}
+    return R.Latency(table, float(slope), float(intercept), measured)
 
 
 # -- 12. a real local model ------------------------------------------------------------------------------------
@@ -825,7 +828,7 @@ async def local_model(base_url: str | None = None, model: str | None = None, api
 # -- 13. a subagent is a tool ------------------------------------------------------------------------------------
 @all_or_nothing
 async def subagent(base_url: str, child_model: str = "plan", child_max_turns: int = 6,
-                   child_budget_usd: float = 0.05, stop_at: float | None = None):
+                   child_budget_usd: float = 0.05, stop_at: float | None = None) -> R.Subagent:
     params.whole_number("CHILD_MAX_TURNS", child_max_turns, 1, 100)
     params.number("CHILD_BUDGET_USD", child_budget_usd, above=0, high=1.0)
     if stop_at is not None:
@@ -842,7 +845,7 @@ async def subagent(base_url: str, child_model: str = "plan", child_max_turns: in
          "own cost_usd": round(out.state.cost_usd, 6)},
         {"run": "child (research)", "status": child.get("status"), "turns": child.get("turns"),
          "messages": child.get("messages"), "own cost_usd": child.get("cost_usd")}]).set_index("run")
-    return out, table
+    return R.Subagent(out, table)
 
 
 def child_story(out: Outcome) -> str:

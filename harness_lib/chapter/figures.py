@@ -129,8 +129,10 @@ def tally(table: pd.DataFrame) -> str:
 
 def beside_the_chapter(measured: dict, section: str):
     """A notebook's last table: prints the tally, returns the comparison (tolerance shown) for display."""
+    from . import collected
     from .params import table as show_table
 
     comparison = compare(measured, section=section)
+    collected.record(measured, section)  # for `make chapter`'s report; nothing in a reader's Jupyter
     print(tally(comparison))
     return show_table(comparison[COLUMNS].reset_index(drop=True))

@@ -25,13 +25,15 @@ from matplotlib.figure import Figure
 from .. import local
 from ..client import ModelClient
 from ..local import LocalModel, ServerFailed
+from . import collected, params, plots
 from . import experiments as ex
-from . import params, plots
 
 TASKS = ex.LOCAL_TASKS
 MAX_TURNS = 6  # per task: the chapter's model needed 2; a small model that never stops costs at most this
 LABEL = "SmolLM2-135M-Instruct (Q4_1, llama-cpp-python, CPU) on this machine"
 RECORDED_LABEL = "the chapter's recorded run: Qwen2.5-0.5B-Instruct on the chapter's machine"
+# What ``make chapter``'s report takes from notebook 12 (``collected``): this run, as ``section_12_live`` does it.
+LOCAL_EXTRA = "12-local-model, the local extra"
 
 
 class TimedClient(ModelClient):
@@ -105,6 +107,8 @@ async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str 
     with LocalModel(progress=progress, **server_options) as lm:
         table = await run_tasks(lm.base_url, lm.model, max_turns=max_turns, state_dir=state_dir, server=lm)
         table.attrs["load_s"] = round(lm.load_s or 0.0, 1)
+    if max_turns == MAX_TURNS and state_dir is None and not server_options:  # the report's own run, done here
+        collected.record(ex.local_summary(table), LOCAL_EXTRA)
     return table
 
 

@@ -1,6 +1,7 @@
 """``python -m harness_lib chapter``: every chapter figure, recomputed, beside the chapter's.
 
-With ``--execute`` (what ``make chapter`` runs) it first executes every notebook in place, then writes
+With ``--execute`` (what ``make chapter`` runs) it first executes every notebook in place, takes the
+figures they measured on the way (``collected``) instead of measuring them again, then writes
 ``reports/chapter.md`` and ``reports/chapter.csv``. Either way it ends with one line: how many figures
 were reproduced exactly, how many within tolerance, how many cannot be reproduced here.
 """
@@ -9,36 +10,79 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
 from ..scripted import ScriptedProvider
+from . import collected
 from . import experiments as E
-from .figures import compare, is_label, tally
-from .local_model import section_12_live
+from .figures import chapter_figures, compare, is_label, tally
+from .local_model import LOCAL_EXTRA, section_12_live
 
 # Relative: written in the folder the command runs in (make chapter: the project's), never in the package.
 REPORTS = Path("reports")
 
 
-async def measure_all(base_url: str) -> dict:
-    """Run every experiment once and collect the figures they measure."""
-    measured: dict = {}
-    measured.update((await E.loop_plan(base_url))[2])
-    measured.update((await E.cap_table(base_url))[1])
-    measured.update((await E.budget_table(base_url))[1])
-    measured.update((await E.tool_errors(base_url))[2])
-    measured.update((await E.dedupe(base_url))[2])
-    measured.update((await E.approval(base_url))[2])
-    measured.update((await E.resume_after_kill(base_url))[2])
-    measured.update((await E.cancellation(base_url))[2])
-    measured.update((await E.trace_demo(base_url))[3])
-    measured.update((await E.latency())[3])
-    # The chapter's figures only: values it printed none for (the $0.005 and $0.050 budgets) are the
-    # notebooks' business.
+# Each section of the report and the experiment that measures it (the section a notebook names in its
+# ``beside_the_chapter`` call).
+EXPERIMENTS = {"01-loop": E.loop_plan, "02-turn-cap": E.cap_table, "03-budget": E.budget_table,
+               "05-tool-errors": E.tool_errors, "06-dedupe": E.dedupe, "07-approval": E.approval,
+               "08-resume": E.resume_after_kill, "09-cancel": E.cancellation, "10-trace": E.trace_demo,
+               "11-latency": E.latency}
+
+
+def chapter_only(measured: dict) -> dict:
+    """The chapter's figures only: values it printed none for (the $0.005 and $0.050 budgets) are the
+    notebooks' business."""
     return {k: v for k, v in measured.items() if not is_label(k)}
+
+
+async def measure_all(base_url: str, skip=()) -> dict:
+    """Run every experiment (but those of the sections in ``skip``) once: the chapter's figures they measure."""
+    measured: dict = {}
+    for section, experiment in EXPERIMENTS.items():
+        if section not in skip:
+            result = await (experiment() if experiment is E.latency else experiment(base_url))
+            measured.update(result.measured)
+    return chapter_only(measured)
+
+
+def executed_notebooks(timings: dict, paths=None) -> tuple[dict, set[str]]:
+    """Execute every notebook (or those in ``paths``; their timings into ``timings``) and return what they
+    measured on the way (``whole_sections``)."""
+    from .notebooks import execute_all
+    with tempfile.TemporaryDirectory(prefix="harness-chapter-") as tmp:
+        path = Path(tmp) / "measured.jsonl"
+        os.environ[collected.ENV] = str(path)   # the kernels inherit it
+        try:
+            for name, seconds in execute_all(paths).items():
+                timings[f"notebook {name}"] = seconds
+        finally:
+            os.environ.pop(collected.ENV, None)
+        return whole_sections(collected.read(path))
+
+
+def whole_sections(records: list[tuple[str, dict]]) -> tuple[dict, set[str]]:
+    """(the chapter's figures, the sections of EXPERIMENTS measured whole) from the notebooks' records.
+    Section 12 counts only from the local extra's run with the report's parameters (``LOCAL_EXTRA``), what
+    ``section_12_live`` measures. A section measured under other parameters (its figures relabelled) or in
+    part is not whole: the report measures it again, with the chapter's."""
+    figures = chapter_figures()
+    measured: dict = {}
+    done = set()
+    for section in [*EXPERIMENTS, LOCAL_EXTRA]:
+        ids = set(figures.id[figures.section == section.split(",")[0]])
+        if section != LOCAL_EXTRA:
+            ids &= set(figures.id[figures.kind != "unreproducible"])
+        got = chapter_only({k: v for s, m in records if s == section for k, v in m.items()})
+        if ids and ids <= set(got):
+            measured.update(got)
+            done.add(section)
+    return measured, done
 
 
 def write_reports(table: pd.DataFrame, line: str, timings: dict) -> None:
@@ -61,18 +105,18 @@ def write_reports(table: pd.DataFrame, line: str, timings: dict) -> None:
 
 
 def main(json_out: bool = False, execute: bool = False) -> int:
+    """The report. With ``execute``, the notebooks run first and the figures they measured are the report's;
+    only what no notebook measured is run again here."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    if execute:
-        from .notebooks import execute_all
-        for name, seconds in execute_all().items():
-            timings[f"notebook {name}"] = seconds
+    measured, done = executed_notebooks(timings) if execute else ({}, set())
     t0 = time.perf_counter()
-    with ScriptedProvider() as provider:
-        measured = asyncio.run(measure_all(provider.base_url))
-    timings["figures recomputed"] = time.perf_counter() - t0
+    if set(EXPERIMENTS) - done:
+        with ScriptedProvider() as provider:
+            measured.update(asyncio.run(measure_all(provider.base_url, skip=done)))
+        timings["figures recomputed" if not done else "figures no notebook measured"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if local_figures := section_12_live():  # only where the `local` extra is installed
+    if LOCAL_EXTRA not in done and (local_figures := section_12_live()):  # only with the `local` extra
         measured.update(local_figures)
         timings["section 12, live local model"] = time.perf_counter() - t0
     table = compare(measured)
