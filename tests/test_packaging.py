@@ -236,9 +236,7 @@ from harness_lib.scripted import ScriptedProvider
 
 with ScriptedProvider() as provider:
     result = asyncio.run(ex.loop_plan(provider.base_url, max_turns=20))
-# notebook 01 unpacks (outcome, transcript, measured); a named result has .measured (issue 11, item 5)
-measured = result.measured if hasattr(result, "measured") else result[2]
-table = compare(measured, section="01-loop")
+table = compare(result.measured, section="01-loop")  # notebook 01's own comparison
 print(json.dumps({"file": harness_lib.__file__, "prefix": sys.prefix, "data": str(data_path()),
                   "matches": table["match"].tolist(), "trace": ex.chapter_trace(),
                   "local": ex.local_summary(ex.recorded_local_model())}))
