@@ -24,11 +24,13 @@ import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Literal, get_args
 
 from . import crashpoint
 
 STATE_VERSION = 1
-STATUSES = ("running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
+Status = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 RESUMABLE = {"max_turns_exceeded", "budget_exceeded", "interrupted"}
 CONTINUABLE = RESUMABLE | {"running"}  # "running" on disk: the process that ran it died
 
@@ -38,7 +40,7 @@ class RunState:
     run_id: str
     model: str
     messages: list[dict]
-    status: str = "running"
+    status: Status = "running"
     interruption: dict | None = None
     turns: int = 0
     cost_usd: float = 0.0

@@ -31,6 +31,7 @@ class ToolContext:
     report_subrun: Callable[[dict], None] = lambda summary: None
     trace: Any = None  # the parent's Trace, so that a subagent's lines land in the same file
     instance: str = ""  # the run instance (``RunState.instance``): a reused run id is another instance
+    client: Any = None  # the run's model client (a ``ChatModel``), so that a subagent's child shares it
 
     @property
     def idempotency_key(self) -> str:
