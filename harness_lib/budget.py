@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import tokens
+from . import numbers, tokens
 from .pricing import Pricing
 from .stops import Stop
 
@@ -48,9 +48,8 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=No
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
     if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
         raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
-        raise ValueError(f"strict_margin must be a finite number of at least 0 (0.05 = count 5 % more prompt "
-                         f"tokens than the local tokenizer does), got {margin!r}")
+    numbers.check("strict_margin", margin,
+                  hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
     if not strict:
         return
     if budget_usd is None:

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import errno
 import json
-import math
 import os
 import shlex
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from . import budget, ledger
+from . import budget, ledger, numbers
 from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
@@ -120,7 +119,7 @@ def _number(name: str, unit: str = "", above_zero: bool = False):
     """An argparse type: a finite number of at least 0 (or above 0), named in its error message."""
     def parse(text: str) -> float:
         value = float(text)
-        if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+        if not numbers.fine(value, above_zero):
             raise argparse.ArgumentTypeError(f"must be a finite number{unit} {'above' if above_zero else 'of at least'}"
                                              f" 0, got {text}")
         return value
@@ -257,7 +256,7 @@ def _is(kind, test=lambda v: True, what=""):
 
 
 def _finite(v) -> bool:
-    return math.isfinite(v) and v >= 0
+    return numbers.fine(v)
 
 
 def _flag(v):

@@ -10,8 +10,9 @@ cost, and a budget in dollars is refused (it could never act).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from . import numbers
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,8 @@ class Pricing:
     def __post_init__(self):
         for name in ("usd_per_input_token", "usd_per_output_token"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value < 0):
-                raise ValueError(f"{name} must be a finite number of at least 0 (or None), got {value!r}")
+            if value is not None:
+                numbers.check(name, value, hint=" (or None)")
         if (self.usd_per_input_token is None) != (self.usd_per_output_token is None):
             raise ValueError("give both prices (input and output) or neither")
 
@@ -32,9 +32,7 @@ class Pricing:
     def per_million(cls, usd_in: float, usd_out: float) -> "Pricing":
         """Prices as providers publish them: dollars per million input and output tokens."""
         for name, value in (("input", usd_in), ("output", usd_out)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"the {name} price must be a finite number of dollars of at least 0, got {value!r}")
+            numbers.check(f"the {name} price", value, kind="a finite number of dollars")
         return cls(usd_in / 1e6, usd_out / 1e6)
 
     def per_million_prices(self) -> tuple[float | None, float | None]:

@@ -24,10 +24,11 @@ condition, and never goes on ungoverned.
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import numbers
+from .dedupe import signature  # the same call, as the dedupe cache sees it
 from .state import RunState, pending
 
 ENDING = ("failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
@@ -71,9 +72,7 @@ def _count(what: str, n) -> int:
 
 
 def _usd(what: str, usd) -> float:
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd <= 0:
-        raise ValueError(f"{what} must be a finite number above 0, got {usd!r}")
-    return usd
+    return numbers.check(what, usd, above_zero=True)
 
 
 def condition_stop(name: str, reason: str) -> Stop:
@@ -157,11 +156,6 @@ def _calls(state: RunState) -> list[dict]:
     return [c for m in state.messages if m.get("role") == "assistant" for c in (m.get("tool_calls") or [])]
 
 
-def _signature(call: dict) -> str:
-    from .loop import signature  # the loop's own definition of "the same call"; imported late (loop imports us)
-    return signature(call)
-
-
 def _shown(name: str, args) -> str:
     return f"{name}({args if isinstance(args, str) else ''})"
 
@@ -174,7 +168,7 @@ def repeated_call(n: int) -> StopCondition:
     def check(state: RunState):
         seen: dict[str, int] = {}
         for call in _calls(state):
-            sig = _signature(call)
+            sig = signature(call)
             seen[sig] = seen.get(sig, 0) + 1
             if seen[sig] >= n:
                 shown = _shown(call["function"]["name"], call["function"]["arguments"])
