@@ -82,7 +82,7 @@ class Allowance:
 def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
     """The run's total spend once a turn of these tokens is recorded, with the same arithmetic as
     ``reply.record`` (rounded to 1e-12 dollars), so "fits" here means "fits" once paid."""
-    return round(round(state.cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
+    return round(round(state.own_cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
 
 
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:

@@ -580,7 +580,7 @@ def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunStat
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
-            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.cost_usd)
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd)
     return out
 
 
@@ -657,10 +657,10 @@ def _price_past_turns(state: RunState, pricing: Pricing) -> None:
     $0 they made the total, and any budget given now, understate what was spent)."""
     for t in state.per_turn:
         t["cost_usd"] = pricing.cost(t["prompt_tokens"], t["completion_tokens"])
-    state.cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
+    state.own_cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
     if state.per_turn:
         print(f"   the run's {len(state.per_turn)} turn(s) so far, made without a price, are priced at "
-              f"{pricing.describe()}: ${state.cost_usd:.6f}", file=sys.stderr)
+              f"{pricing.describe()}: ${state.own_cost_usd:.6f}", file=sys.stderr)
 
 
 def cmd_resume(args) -> int:

@@ -246,7 +246,7 @@ def record(state, turn: Turn, pricing, trace) -> None:
     trace line. With no price known the cost stays 0 and the trace says ``costUsd: null``."""
     turn_cost = pricing.cost(turn.prompt_tokens, turn.completion_tokens)
     state.turns += 1
-    state.cost_usd = round(state.cost_usd + turn_cost, 12)
+    state.own_cost_usd = round(state.own_cost_usd + turn_cost, 12)
     state.prompt_tokens += turn.prompt_tokens
     state.completion_tokens += turn.completion_tokens
     state.per_turn.append({"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,

@@ -43,7 +43,7 @@ class RunState:
     status: Status = "running"
     interruption: dict | None = None
     turns: int = 0
-    cost_usd: float = 0.0
+    own_cost_usd: float = 0.0                             # this run's own spend (the file's "cost_usd")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     per_turn: list[dict] = field(default_factory=list)    # {prompt_tokens, completion_tokens, cost_usd}
@@ -70,7 +70,7 @@ class RunState:
 
     @property
     def total_cost_usd(self) -> float:
-        return round(self.cost_usd + self.subrun_cost_usd, 12)
+        return round(self.own_cost_usd + self.subrun_cost_usd, 12)
 
     @property
     def resumable(self) -> bool:
@@ -82,12 +82,18 @@ class RunState:
         return self.status in CONTINUABLE
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as the state file names them."""
+        return {_FILE_NAMES.get(k, k): v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunState":
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        named = {_ATTRIBUTES.get(k, k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in named.items() if k in known})
+
+
+_FILE_NAMES = {"own_cost_usd": "cost_usd"}  # the attribute says whose spend; the file keeps its key
+_ATTRIBUTES = {v: k for k, v in _FILE_NAMES.items()}
 
 
 def new_run(system: str, task: str, model: str, run_id: str | None = None) -> RunState:
@@ -201,7 +207,7 @@ def _fields(state: RunState) -> dict:
     """The fields as they are, not copied: ``asdict`` deep-copies the whole transcript first, which cost
     ten times the encoding itself at turn 50 (twice a turn). The values are plain JSON already; the bytes
     written are the same."""
-    return {f.name: getattr(state, f.name) for f in fields(state)}
+    return {_FILE_NAMES.get(f.name, f.name): getattr(state, f.name) for f in fields(state)}
 
 
 def _write(state: RunState, directory: Path, path: Path):
