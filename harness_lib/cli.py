@@ -205,30 +205,27 @@ def _cap_label(max_turns) -> str:
     return ", no cap" if max_turns is None else f", cap {max_turns}"
 
 
-class _Visible(Trace):
-    """Retries and waits (a server loading its model) on stderr, always; with --stream also one line per turn
-    and tool, so a long run is never silent."""
+class _Visible:
+    """A ``Trace``'s ``on_event``: retries and waits (a server loading its model) on stderr, always; with
+    --stream also one line per turn and tool, so a long run is never silent."""
 
-    def __init__(self, path, steps: bool, fresh_line=lambda: None):
-        super().__init__(path)
+    def __init__(self, steps: bool, fresh_line=lambda: None):
         self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
 
-    def emit(self, run_id: str, type: str, **fields) -> dict:
-        event = super().emit(run_id, type, **fields)
-        line = None
+    def __call__(self, event: dict) -> None:
+        type, line = event["type"], None
         if type == "retry":
-            line = (f"      {'waiting: the server is loading its model' if fields.get('loading') else 'retry'}: "
-                    f"{fields['problem']} (next try in {fields['delay_s']} s)")
+            line = (f"      {'waiting: the server is loading its model' if event.get('loading') else 'retry'}: "
+                    f"{event['problem']} (next try in {event['delay_s']} s)")
         elif self.steps and type == "turn":
-            est = ", estimated" if fields.get("estimated") else ""
-            line = (f"   step {fields['turn']}: {fields['prompt_tokens']:,} in, {fields['completion_tokens']:,} "
-                    f"out{est} ({fields.get('finish')})")
+            est = ", estimated" if event.get("estimated") else ""
+            line = (f"   step {event['turn']}: {event['prompt_tokens']:,} in, {event['completion_tokens']:,} "
+                    f"out{est} ({event.get('finish')})")
         elif self.steps and type == "tool_start":
-            line = f"      {fields['toolName']}({fields['args']})"
+            line = f"      {event['toolName']}({event['args']})"
         if line:  # a tool's arguments and a server's words: shown, never obeyed
             self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
-        return event
 
 
 def _nonempty(text: str) -> str:
@@ -478,7 +475,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
-                   trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
+                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line)),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()

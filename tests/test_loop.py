@@ -211,6 +211,42 @@ def test_subagent_has_its_own_window_and_reports_its_cost(provider):
     assert {e["runId"] for e in trace.events} == {s.run_id, child["runId"]}
 
 
+def test_a_subagent_asks_through_its_parents_client_and_a_readers_client_is_left_open(provider):
+    """The client is built once per tree: every model call of parent and child goes through the client the
+    parent was given (a reader's ChatModel), and the loop never closes a client it did not build."""
+    from harness_lib.client import ModelClient
+
+    class Counted:  # a reader's ChatModel: anything with complete()
+        def __init__(self, inner):
+            self.inner, self.models, self.closed = inner, [], False
+
+        async def complete(self, model, messages, tools=None, **extra):
+            self.models.append(model)
+            return await self.inner.complete(model, messages, tools, **extra)
+
+    async def go_shared():
+        inner = ModelClient(provider.base_url)
+        client = Counted(inner)
+        ws = Workspace.copy_of()
+        research = research_tool(ws.tools(), "http://127.0.0.1:9/v1", "plan")  # unused: the parent's client is
+        s = await run(new_run(SYSTEM_PROMPT, TASK, "delegate"), [research, *ws.tools()], Options(client=client))
+        still_open = not inner.http.is_closed
+        await inner.aclose()
+        return s, client, still_open
+
+    s, client, still_open = asyncio.run(go_shared())
+    (child,) = s.subruns
+    assert s.status == "completed" and child["status"] == "completed"
+    assert client.models == ["delegate"] + ["plan"] * child["turns"] + ["delegate"] * (s.turns - 1)
+    assert still_open
+
+
+def test_a_traces_on_event_sees_every_line_in_order(provider):
+    seen = []
+    s, _, trace = go(provider, "plan", trace=Trace(timestamps=False, on_event=seen.append))
+    assert s.status == "completed" and seen == trace.events and seen[-1]["type"] == "run_stopped"
+
+
 def test_a_child_without_a_price_runs_under_its_turn_cap_alone(provider):
     """The parent has no price (a real endpoint without one): the child's dollar budget could not act, so
     it is dropped (it was refused, and the tool failed), and the child's dollars are unknown (0), not $2/$12."""

@@ -81,17 +81,15 @@ async def streamed(base_url: str, name: str = "plan", *, on_step=None, on_text=N
     """The run with ``stream=True``: every reply arrives as server-sent events. ``on_text`` gets the text
     of a reply as it arrives (the answer, in an agent: the turns before it are tool calls), ``on_step`` one
     line per finished turn and per tool call, the progress that fills the silence before it."""
-    class Steps(Trace):
-        def emit(self, run_id: str, type: str, **fields) -> dict:
-            event = super().emit(run_id, type, **fields)
-            if on_step is not None and type == "turn":
-                on_step(f"step {fields['turn']}: {fields['prompt_tokens']:,} tokens in, "
-                        f"{fields['completion_tokens']:,} out ({fields.get('finish')})")
-            elif on_step is not None and type == "tool_start":
-                on_step(f"   {fields['toolName']}({fields['args']})")
-            return event
+    def steps(event: dict) -> None:
+        if on_step is not None and event["type"] == "turn":
+            on_step(f"step {event['turn']}: {event['prompt_tokens']:,} tokens in, "
+                    f"{event['completion_tokens']:,} out ({event.get('finish')})")
+        elif on_step is not None and event["type"] == "tool_start":
+            on_step(f"   {event['toolName']}({event['args']})")
 
-    return await scenario(base_url, name, trace=Steps(timestamps=False), stream=True, on_text=on_text, **options)
+    return await scenario(base_url, name, trace=Trace(timestamps=False, on_event=steps), stream=True,
+                          on_text=on_text, **options)
 
 
 async def continue_run(base_url: str, out: Outcome, **options) -> Outcome:
