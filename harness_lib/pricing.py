@@ -60,8 +60,3 @@ class Pricing:
 
 CHAPTER_PRICES = Pricing()
 UNPRICED = Pricing(None, None)
-
-
-def cost(usage: dict, pricing: Pricing = CHAPTER_PRICES) -> float:
-    """Dollars for one reply's ``usage`` (chat completions shape)."""
-    return pricing.cost(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))

@@ -47,7 +47,8 @@ class RunState:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     per_turn: list[dict] = field(default_factory=list)    # {prompt_tokens, completion_tokens, cost_usd}
-    tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, ok, cached, ms}
+    tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, signature, ok, ms} + flags
+    # (rejected, cached, unknown_outcome, rerun, permanent: each present only when true)
     approved: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)  # call id -> what the transcript slot says
     started: list[str] = field(default_factory=list)      # write calls begun (saved before they run)

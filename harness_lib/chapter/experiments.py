@@ -216,7 +216,7 @@ def doubling(prefix: pd.DataFrame) -> dict:
             "cost_ratio": float(prefix.loc[high, "cost_usd"] / prefix.loc[low, "cost_usd"])}
 
 
-def prefix_costs(state: RunState, pricing=None) -> pd.DataFrame:
+def prefix_costs(state: RunState) -> pd.DataFrame:
     """Cost against cap for every cap up to the run's length, from one run's per-turn usage: a run
     capped at k is exactly the first k turns of a longer run (the scripted model is a pure function)."""
     turns = pd.DataFrame(state.per_turn)
