@@ -88,7 +88,10 @@ def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:
     """The largest completion that keeps the run within ``budget`` (0 when not even one token fits)."""
     left = budget - spent_after(state, pricing, prompt, 0)
-    guess = max(int(math.floor(left / pricing.usd_per_output_token)), 0) + 2  # float rounding: a step or two over
+    per_token = pricing.usd_per_output_token
+    if not per_token:  # allow() never asks: output without a price, or free, needs no bound
+        raise ValueError("the most output a budget buys needs a price above 0 per output token")
+    guess = max(int(math.floor(left / per_token)), 0) + 2  # float rounding: a step or two over
 
     def fits(n: int) -> bool:
         return spent_after(state, pricing, prompt, n) <= budget
@@ -114,6 +117,7 @@ def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
     prompt = math.ceil(counted * (1 + margin))
     left = round(budget - state.total_cost_usd, 12)
     dollars = f"${left:.6f} of the ${budget:g} budget left"
+    hit: Allowance | Stop
     if spent_after(state, pricing, prompt, 0) > budget:
         hit = _refuse(f"refused before paying: the prompt alone ({prompt:,} tokens, "
                       f"${pricing.cost(prompt, 0):.6f}) would cross the budget ({dollars})", prompt_tokens=prompt)

@@ -130,7 +130,7 @@ class Transport:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
 
-    def connect(self, on_retry: Callable[[dict], None] | None = None) -> "ModelClient":
+    def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
         """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""
         if not self.base_url:
             raise ValueError("give a base_url (or a ModelClient)")
@@ -145,7 +145,7 @@ class ModelClient:
 
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 60.0,
                  max_retries: int = 4, backoff_s: float = 0.25, max_backoff_s: float = 8.0,
-                 on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None,
+                 on_retry: Callable[[dict], object] | None = None, http: httpx.AsyncClient | None = None,
                  max_response_bytes: int = MAX_RESPONSE_BYTES, load_wait_s: float = 120.0,
                  stream: bool = False, on_text: Callable[[str], None] | None = None):
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -185,7 +185,7 @@ class ModelClient:
             parts.append(piece)
         return b"".join(parts)
 
-    async def _attempt(self, payload: bytes) -> tuple[httpx.Response, object]:
+    async def _attempt(self, payload: bytes) -> tuple[httpx.Response, Any]:
         """One request, read to its end: (response, the decoded completion or the raw error body)."""
         async with self.http.stream("POST", self.url, content=payload, headers=JSON) as r:
             if r.status_code != 200:
@@ -196,7 +196,9 @@ class ModelClient:
 
     async def _events(self, r: httpx.Response) -> dict:
         """Read server-sent events and put the chunks back together into one chat completion."""
-        text, calls, finish, usage, size, buffer, done = [], [], None, None, 0, b"", False
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        finish, usage, size, buffer, done = None, None, 0, b"", False
         self.shown = False  # whether this attempt put text on the screen (a retry then says so)
         async for piece in r.aiter_bytes():
             size += len(piece)
@@ -246,7 +248,7 @@ class ModelClient:
                 break
         if not done and not text and not calls and finish is None:
             raise ModelError("the stream ended without a reply")
-        message = {"role": "assistant", "content": "".join(text) if text else None}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if calls:
             message["tool_calls"] = calls
         reply = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}

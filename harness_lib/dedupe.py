@@ -37,7 +37,8 @@ def applies(rule: str, read_only: bool) -> bool:
 
 def cache(messages: list[dict], tool_log: list[dict]) -> dict[str, str]:
     """Signature -> the content of the first successful call with it, from the transcript."""
-    contents = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
+    contents = {m.get("tool_call_id"): m["content"] for m in messages
+                if m.get("role") == "tool" and isinstance(m.get("content"), str)}
     found: dict[str, str] = {}
     for r in tool_log:
         if r.get("ok") and "signature" in r and r.get("callId") in contents:

@@ -127,8 +127,12 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
     schemas = [t.schema() for t in tools]
     trace = opts.trace or Trace(timestamps=False)
     books = Books(state, opts, trace)
-    own = None if opts.client else opts.transport.connect(on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
-    client: ChatModel = opts.client or own  # type: ignore[assignment]  (one of the two is set)
+    own = None  # a client the loop builds it closes; a reader's belongs to the reader
+    client: ChatModel
+    if opts.client is not None:
+        client = opts.client
+    else:
+        client = own = opts.transport.connect(on_retry=lambda r: trace.emit(state.run_id, "retry", **r))
     cache = dedupe.cache(state.messages, state.tool_log)  # from the transcript: it survives a resume
     state.status, state.interruption, state.error = "running", None, None
 
@@ -223,5 +227,5 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         except OSError:
             return state  # on disk: the last save (``running``, so resumable) with every paid turn in it
     finally:
-        if own is not None:  # a client the loop built it closes; a reader's belongs to the reader
+        if own is not None:
             await asyncio.shield(own.aclose())

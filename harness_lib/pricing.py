@@ -37,25 +37,31 @@ class Pricing:
 
     def per_million_prices(self) -> tuple[float | None, float | None]:
         """(input, output) in dollars per million tokens, as ``per_million`` takes them; (None, None) unknown."""
-        if not self.known:
+        if (prices := self._prices()) is None:
             return None, None
-        return round(self.usd_per_input_token * 1e6, 9), round(self.usd_per_output_token * 1e6, 9)
+        return round(prices[0] * 1e6, 9), round(prices[1] * 1e6, 9)
 
     @property
     def known(self) -> bool:
         return self.usd_per_input_token is not None
 
+    def _prices(self) -> tuple[float, float] | None:
+        """(input, output) per token, or None when no price is known (both or neither: __post_init__)."""
+        if self.usd_per_input_token is None or self.usd_per_output_token is None:
+            return None
+        return self.usd_per_input_token, self.usd_per_output_token
+
     def describe(self) -> str:
-        if not self.known:
+        if (prices := self._prices()) is None:
             return "no price given: tokens counted, dollars unknown"
-        return f"${self.usd_per_input_token * 1e6:g} / ${self.usd_per_output_token * 1e6:g} per million tokens"
+        return f"${prices[0] * 1e6:g} / ${prices[1] * 1e6:g} per million tokens"
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollars for a turn; 0.0 when no price is known (shown as unknown, never as a cost)."""
-        if not self.known:
+        if (prices := self._prices()) is None:
             return 0.0
         # Rounded to 1e-12 dollars so that sums of turns stay exact at the chapter's precision.
-        return round(prompt_tokens * self.usd_per_input_token + completion_tokens * self.usd_per_output_token, 12)
+        return round(prompt_tokens * prices[0] + completion_tokens * prices[1], 12)
 
 
 CHAPTER_PRICES = Pricing()

@@ -364,13 +364,13 @@ def check(data: dict, run_id: str) -> list[str]:
     for key in ("output", "error"):
         if not _text(data.get(key), optional=True):
             p.append(f"{key} is not text or null")
-    i = data.get("interruption")
-    if i is not None and not (isinstance(i, dict) and i.get("type") in INTERRUPTIONS
-                              and INTERRUPTIONS[i["type"]] <= set(i)
-                              and all(_text(i[k]) for k in ("callId", "toolName", "reason") if k in i)):
+    why = data.get("interruption")
+    if why is not None and not (isinstance(why, dict) and why.get("type") in INTERRUPTIONS
+                                and INTERRUPTIONS[why["type"]] <= set(why)
+                                and all(_text(why[k]) for k in ("callId", "toolName", "reason") if k in why)):
         p.append("interruption is not one of the chapter's shapes")
-    if i is not None and data["status"] != "interrupted" and i.get("type") in ("approval", "cancelled"):
-        p.append(f"a {data['status']} run cannot be interrupted for {i.get('type')}")
+    if why is not None and data["status"] != "interrupted" and why.get("type") in ("approval", "cancelled"):
+        p.append(f"a {data['status']} run cannot be interrupted for {why.get('type')}")
     for key, value in data.get("config", {}).items():
         if not (isinstance(key, str) and (value is None or isinstance(value, (str, int, float, bool)))):
             p.append(f"config.{key} is not a plain value")

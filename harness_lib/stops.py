@@ -29,14 +29,14 @@ from typing import Any, Callable
 
 from . import numbers
 from .dedupe import signature  # the same call, as the dedupe cache sees it
-from .state import RunState, pending
+from .state import RunState, Status, pending
 
 ENDING = ("failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
 
 
 @dataclass(frozen=True)
 class Stop:
-    status: str
+    status: Status
     interruption: dict | None = None
     error: str | None = None      # for status "failed": what went wrong, in words
 
@@ -220,20 +220,20 @@ def _conditions(kind: str, conditions) -> list:
 def any_of(*conditions: StopCondition) -> StopCondition:
     """Stop as soon as one of ``conditions`` would: the first that fires ends the run as it says (what a
     list in ``Options(stops=[...])`` does; useful inside ``all_of``)."""
-    conditions = _conditions("any_of", conditions)
-    return _named(lambda state: first_stop(conditions, state),
-                  f"any_of({', '.join(_name(c) for c in conditions)})")
+    checks = _conditions("any_of", conditions)
+    return _named(lambda state: first_stop(checks, state), f"any_of({', '.join(_name(c) for c in checks)})")
 
 
 def all_of(*conditions: StopCondition) -> StopCondition:
     """Stop only when every one of ``conditions`` would, at the same check. The run ends as a condition
     of its own (interrupted, naming every reason); as failed if any of them says failed."""
-    conditions = _conditions("all_of", conditions)
-    name = f"all_of({', '.join(_name(c) for c in conditions)})"
+    checks = _conditions("all_of", conditions)
+    name = f"all_of({', '.join(_name(c) for c in checks)})"
 
     def check(state: RunState):
-        hits = [first_stop([c], state) for c in conditions]  # every one, every time: some keep memory
-        if any(h is None for h in hits):
+        found = [first_stop([c], state) for c in checks]  # every one, every time: some keep memory
+        hits = [h for h in found if h is not None]
+        if len(hits) < len(found):
             return None
         failed = [h for h in hits if h.status == "failed"]
         if failed:

@@ -37,9 +37,10 @@ def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *
                                                     pricing=pricing, trace=ctx.trace))
         ctx.report_subrun({"runId": out.run_id, "status": out.status, "turns": out.turns,
                            "cost_usd": out.total_cost_usd, "messages": len(out.messages)})
-        if out.status == "interrupted" and (out.interruption or {}).get("type") == "cancelled":
-            raise asyncio.CancelledError(out.interruption["reason"])  # one Stop ends the tree
-        return out.output if out.status == "completed" else f"no result: the research run ended {out.status}"
+        why = out.interruption or {}
+        if out.status == "interrupted" and why.get("type") == "cancelled":
+            raise asyncio.CancelledError(why["reason"])  # one Stop ends the tree
+        return (out.output or "") if out.status == "completed" else f"no result: the research run ended {out.status}"
 
     return Tool("research", "Investigate one question and return a short summary.", research,
                 string_params("question"), read_only=True)

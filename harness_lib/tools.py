@@ -64,7 +64,7 @@ def permanent(error: BaseException) -> BaseException:
     """Mark ``error`` as permanent and return it, keeping its type: ``raise permanent(PermissionError(...))``."""
     if not isinstance(error, BaseException):
         raise TypeError(f"permanent() marks an exception, got {type(error).__name__}")
-    error.permanent = True
+    setattr(error, "permanent", True)  # noqa: B010 - any exception type can carry the mark
     return error
 
 
