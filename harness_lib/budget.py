@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import tokens
+from . import numbers, tokens
 from .pricing import Pricing
 from .stops import Stop
 
@@ -48,9 +48,8 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=No
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
     if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
         raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or margin < 0:
-        raise ValueError(f"strict_margin must be a finite number of at least 0 (0.05 = count 5 % more prompt "
-                         f"tokens than the local tokenizer does), got {margin!r}")
+    numbers.check("strict_margin", margin,
+                  hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
     if not strict:
         return
     if budget_usd is None:
@@ -83,13 +82,16 @@ class Allowance:
 def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
     """The run's total spend once a turn of these tokens is recorded, with the same arithmetic as
     ``reply.record`` (rounded to 1e-12 dollars), so "fits" here means "fits" once paid."""
-    return round(round(state.cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
+    return round(round(state.own_cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
 
 
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:
     """The largest completion that keeps the run within ``budget`` (0 when not even one token fits)."""
     left = budget - spent_after(state, pricing, prompt, 0)
-    guess = max(int(math.floor(left / pricing.usd_per_output_token)), 0) + 2  # float rounding: a step or two over
+    per_token = pricing.usd_per_output_token
+    if not per_token:  # allow() never asks: output without a price, or free, needs no bound
+        raise ValueError("the most output a budget buys needs a price above 0 per output token")
+    guess = max(int(math.floor(left / per_token)), 0) + 2  # float rounding: a step or two over
 
     def fits(n: int) -> bool:
         return spent_after(state, pricing, prompt, n) <= budget
@@ -115,6 +117,7 @@ def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
     prompt = math.ceil(counted * (1 + margin))
     left = round(budget - state.total_cost_usd, 12)
     dollars = f"${left:.6f} of the ${budget:g} budget left"
+    hit: Allowance | Stop
     if spent_after(state, pricing, prompt, 0) > budget:
         hit = _refuse(f"refused before paying: the prompt alone ({prompt:,} tokens, "
                       f"${pricing.cost(prompt, 0):.6f}) would cross the budget ({dollars})", prompt_tokens=prompt)

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import errno
 import json
-import math
 import os
 import shlex
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from . import budget, ledger
+from . import budget, ledger, numbers
 from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
@@ -120,7 +119,7 @@ def _number(name: str, unit: str = "", above_zero: bool = False):
     """An argparse type: a finite number of at least 0 (or above 0), named in its error message."""
     def parse(text: str) -> float:
         value = float(text)
-        if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+        if not numbers.fine(value, above_zero):
             raise argparse.ArgumentTypeError(f"must be a finite number{unit} {'above' if above_zero else 'of at least'}"
                                              f" 0, got {text}")
         return value
@@ -206,30 +205,27 @@ def _cap_label(max_turns) -> str:
     return ", no cap" if max_turns is None else f", cap {max_turns}"
 
 
-class _Visible(Trace):
-    """Retries and waits (a server loading its model) on stderr, always; with --stream also one line per turn
-    and tool, so a long run is never silent."""
+class _Visible:
+    """A ``Trace``'s ``on_event``: retries and waits (a server loading its model) on stderr, always; with
+    --stream also one line per turn and tool, so a long run is never silent."""
 
-    def __init__(self, path, steps: bool, fresh_line=lambda: None):
-        super().__init__(path)
+    def __init__(self, steps: bool, fresh_line=lambda: None):
         self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
 
-    def emit(self, run_id: str, type: str, **fields) -> dict:
-        event = super().emit(run_id, type, **fields)
-        line = None
+    def __call__(self, event: dict) -> None:
+        type, line = event["type"], None
         if type == "retry":
-            line = (f"      {'waiting: the server is loading its model' if fields.get('loading') else 'retry'}: "
-                    f"{fields['problem']} (next try in {fields['delay_s']} s)")
+            line = (f"      {'waiting: the server is loading its model' if event.get('loading') else 'retry'}: "
+                    f"{event['problem']} (next try in {event['delay_s']} s)")
         elif self.steps and type == "turn":
-            est = ", estimated" if fields.get("estimated") else ""
-            line = (f"   step {fields['turn']}: {fields['prompt_tokens']:,} in, {fields['completion_tokens']:,} "
-                    f"out{est} ({fields.get('finish')})")
+            est = ", estimated" if event.get("estimated") else ""
+            line = (f"   step {event['turn']}: {event['prompt_tokens']:,} in, {event['completion_tokens']:,} "
+                    f"out{est} ({event.get('finish')})")
         elif self.steps and type == "tool_start":
-            line = f"      {fields['toolName']}({fields['args']})"
+            line = f"      {event['toolName']}({event['args']})"
         if line:  # a tool's arguments and a server's words: shown, never obeyed
             self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
-        return event
 
 
 def _nonempty(text: str) -> str:
@@ -257,7 +253,7 @@ def _is(kind, test=lambda v: True, what=""):
 
 
 def _finite(v) -> bool:
-    return math.isfinite(v) and v >= 0
+    return numbers.fine(v)
 
 
 def _flag(v):
@@ -479,7 +475,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
-                   trace=_Visible(config["trace"], steps=config["stream"], fresh_line=fresh_line),
+                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line)),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -581,7 +577,7 @@ def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunStat
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
-            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.cost_usd)
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd)
     return out
 
 
@@ -658,10 +654,10 @@ def _price_past_turns(state: RunState, pricing: Pricing) -> None:
     $0 they made the total, and any budget given now, understate what was spent)."""
     for t in state.per_turn:
         t["cost_usd"] = pricing.cost(t["prompt_tokens"], t["completion_tokens"])
-    state.cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
+    state.own_cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
     if state.per_turn:
         print(f"   the run's {len(state.per_turn)} turn(s) so far, made without a price, are priced at "
-              f"{pricing.describe()}: ${state.cost_usd:.6f}", file=sys.stderr)
+              f"{pricing.describe()}: ${state.own_cost_usd:.6f}", file=sys.stderr)
 
 
 def cmd_resume(args) -> int:

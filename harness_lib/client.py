@@ -33,9 +33,12 @@ import random
 import re
 import ssl
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 import httpx
+
+from . import numbers
 
 JSON = {"Content-Type": "application/json"}
 RETRYABLE = {429, 502, 503, 504}
@@ -95,10 +98,54 @@ def check_completion(data) -> dict:
     return data
 
 
+class ChatModel(Protocol):
+    """What the loop talks to: anything with this one method, returning a chat completion (a dict in the
+    chat completions shape; ``reply.read_reply`` checks it). ``ModelClient`` is the harness's own, over
+    HTTP; a reader's (a recorded reply, a wrapper that times each call, another SDK) plugs in as
+    ``Options(client=...)``, and the loop then never closes it: its owner does."""
+
+    async def complete(self, model: str, messages: list[dict], tools: list[dict] | None = None,
+                       **extra: Any) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How to reach the model, apart from what the loop does with it: the settings that build a
+    ``ModelClient`` (``connect``). Checked when made, so a bad timeout never starts a run."""
+    base_url: str | None = None
+    api_key: str = "not-needed"
+    timeout_s: float = 60.0       # per attempt of the model call
+    max_retries: int = 4          # of a passing failure (429, 502-504, a dropped connection, a timeout)
+    backoff_s: float = 0.25       # the first retry's delay, doubled each time, jittered, at most 8 s
+    load_wait_s: float = 120.0    # how long to wait for a server still loading its model (503)
+    max_response_bytes: int = MAX_RESPONSE_BYTES  # a bigger answer is refused, never buffered without end
+    stream: bool = False          # ask for server-sent events; text deltas go to on_text as they arrive
+    on_text: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        numbers.check("timeout_s", self.timeout_s, above_zero=True)
+        numbers.check("backoff_s", self.backoff_s)
+        numbers.check("load_wait_s", self.load_wait_s)
+        numbers.check("max_response_bytes", self.max_response_bytes, above_zero=True)
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
+
+    def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
+        """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""
+        if not self.base_url:
+            raise ValueError("give a base_url (or a ModelClient)")
+        return ModelClient(self.base_url, self.api_key, timeout=self.timeout_s, max_retries=self.max_retries,
+                           backoff_s=self.backoff_s, load_wait_s=self.load_wait_s,
+                           max_response_bytes=self.max_response_bytes, stream=self.stream,
+                           on_text=self.on_text, on_retry=on_retry)
+
+
 class ModelClient:
+    """The harness's ``ChatModel``: one POST per attempt with httpx, retried as the module says."""
+
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 60.0,
                  max_retries: int = 4, backoff_s: float = 0.25, max_backoff_s: float = 8.0,
-                 on_retry: Callable[[dict], None] | None = None, http: httpx.AsyncClient | None = None,
+                 on_retry: Callable[[dict], object] | None = None, http: httpx.AsyncClient | None = None,
                  max_response_bytes: int = MAX_RESPONSE_BYTES, load_wait_s: float = 120.0,
                  stream: bool = False, on_text: Callable[[str], None] | None = None):
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -138,7 +185,7 @@ class ModelClient:
             parts.append(piece)
         return b"".join(parts)
 
-    async def _attempt(self, payload: bytes) -> tuple[httpx.Response, object]:
+    async def _attempt(self, payload: bytes) -> tuple[httpx.Response, Any]:
         """One request, read to its end: (response, the decoded completion or the raw error body)."""
         async with self.http.stream("POST", self.url, content=payload, headers=JSON) as r:
             if r.status_code != 200:
@@ -149,7 +196,9 @@ class ModelClient:
 
     async def _events(self, r: httpx.Response) -> dict:
         """Read server-sent events and put the chunks back together into one chat completion."""
-        text, calls, finish, usage, size, buffer, done = [], [], None, None, 0, b"", False
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        finish, usage, size, buffer, done = None, None, 0, b"", False
         self.shown = False  # whether this attempt put text on the screen (a retry then says so)
         async for piece in r.aiter_bytes():
             size += len(piece)
@@ -199,7 +248,7 @@ class ModelClient:
                 break
         if not done and not text and not calls and finish is None:
             raise ModelError("the stream ended without a reply")
-        message = {"role": "assistant", "content": "".join(text) if text else None}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if calls:
             message["tool_calls"] = calls
         reply = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import numbers
 from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
 from .state import RunState
 from .trace import read
@@ -159,7 +160,7 @@ def _usd(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
+    if not numbers.fine(value):
         raise argparse.ArgumentTypeError(f"must be a finite number of dollars of at least 0, got {text}")
     return value
 

@@ -103,6 +103,6 @@ def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict]
         raise LedgerError(f"the state file lists {visible(', '.join(unapproved))} as approved, but no "
                           f"approval was given through `resume --approve`")
     spent = [e for e in mine if e.get("type") == "spent"]
-    if spent and (state.turns < spent[-1].get("turns", 0) or state.cost_usd < spent[-1].get("costUsd", 0) - 1e-9):
-        raise LedgerError(f"the state file records {state.turns} turns and ${state.cost_usd:.6f}, less than "
+    if spent and (state.turns < spent[-1].get("turns", 0) or state.own_cost_usd < spent[-1].get("costUsd", 0) - 1e-9):
+        raise LedgerError(f"the state file records {state.turns} turns and ${state.own_cost_usd:.6f}, less than "
                           f"the {spent[-1].get('turns')} turns and ${spent[-1].get('costUsd'):.6f} already spent")

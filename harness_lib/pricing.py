@@ -10,8 +10,9 @@ cost, and a budget in dollars is refused (it could never act).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from . import numbers
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,8 @@ class Pricing:
     def __post_init__(self):
         for name in ("usd_per_input_token", "usd_per_output_token"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value < 0):
-                raise ValueError(f"{name} must be a finite number of at least 0 (or None), got {value!r}")
+            if value is not None:
+                numbers.check(name, value, hint=" (or None)")
         if (self.usd_per_input_token is None) != (self.usd_per_output_token is None):
             raise ValueError("give both prices (input and output) or neither")
 
@@ -32,38 +32,37 @@ class Pricing:
     def per_million(cls, usd_in: float, usd_out: float) -> "Pricing":
         """Prices as providers publish them: dollars per million input and output tokens."""
         for name, value in (("input", usd_in), ("output", usd_out)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"the {name} price must be a finite number of dollars of at least 0, got {value!r}")
+            numbers.check(f"the {name} price", value, kind="a finite number of dollars")
         return cls(usd_in / 1e6, usd_out / 1e6)
 
     def per_million_prices(self) -> tuple[float | None, float | None]:
         """(input, output) in dollars per million tokens, as ``per_million`` takes them; (None, None) unknown."""
-        if not self.known:
+        if (prices := self._prices()) is None:
             return None, None
-        return round(self.usd_per_input_token * 1e6, 9), round(self.usd_per_output_token * 1e6, 9)
+        return round(prices[0] * 1e6, 9), round(prices[1] * 1e6, 9)
 
     @property
     def known(self) -> bool:
         return self.usd_per_input_token is not None
 
+    def _prices(self) -> tuple[float, float] | None:
+        """(input, output) per token, or None when no price is known (both or neither: __post_init__)."""
+        if self.usd_per_input_token is None or self.usd_per_output_token is None:
+            return None
+        return self.usd_per_input_token, self.usd_per_output_token
+
     def describe(self) -> str:
-        if not self.known:
+        if (prices := self._prices()) is None:
             return "no price given: tokens counted, dollars unknown"
-        return f"${self.usd_per_input_token * 1e6:g} / ${self.usd_per_output_token * 1e6:g} per million tokens"
+        return f"${prices[0] * 1e6:g} / ${prices[1] * 1e6:g} per million tokens"
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollars for a turn; 0.0 when no price is known (shown as unknown, never as a cost)."""
-        if not self.known:
+        if (prices := self._prices()) is None:
             return 0.0
         # Rounded to 1e-12 dollars so that sums of turns stay exact at the chapter's precision.
-        return round(prompt_tokens * self.usd_per_input_token + completion_tokens * self.usd_per_output_token, 12)
+        return round(prompt_tokens * prices[0] + completion_tokens * prices[1], 12)
 
 
 CHAPTER_PRICES = Pricing()
 UNPRICED = Pricing(None, None)
-
-
-def cost(usage: dict, pricing: Pricing = CHAPTER_PRICES) -> float:
-    """Dollars for one reply's ``usage`` (chat completions shape)."""
-    return pricing.cost(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))

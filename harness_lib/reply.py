@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from . import tokens
 from .client import ModelError
@@ -66,7 +67,7 @@ class Turn:
     problem: str | None = None     # set when the turn must end the run (cut or filtered)
 
     def trace_fields(self) -> dict:
-        extra = {}
+        extra: dict[str, Any] = {}
         if self.estimated:
             extra["estimated"] = True
         if self.renamed:
@@ -96,7 +97,7 @@ def _excerpt(data) -> str:
         return type(data).__name__
 
 
-def _fail(data, what: str):
+def _fail(data, what: str) -> NoReturn:
     raise ReplyError(f"the provider's reply is not a chat completion: {what}; got {_excerpt(data)}")
 
 
@@ -161,7 +162,7 @@ def _read(data, sent, tools, used: set, turn: int) -> Turn:
         used.add(call_id)
         calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})
 
-    message = {"role": "assistant", "content": content}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
     finish = choice.get("finish_reason")
@@ -246,7 +247,7 @@ def record(state, turn: Turn, pricing, trace) -> None:
     trace line. With no price known the cost stays 0 and the trace says ``costUsd: null``."""
     turn_cost = pricing.cost(turn.prompt_tokens, turn.completion_tokens)
     state.turns += 1
-    state.cost_usd = round(state.cost_usd + turn_cost, 12)
+    state.own_cost_usd = round(state.own_cost_usd + turn_cost, 12)
     state.prompt_tokens += turn.prompt_tokens
     state.completion_tokens += turn.completion_tokens
     state.per_turn.append({"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,

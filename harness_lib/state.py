@@ -24,11 +24,13 @@ import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Literal, get_args
 
 from . import testing
 
 STATE_VERSION = 1
-STATUSES = ("running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
+Status = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 RESUMABLE = {"max_turns_exceeded", "budget_exceeded", "interrupted"}
 CONTINUABLE = RESUMABLE | {"running"}  # "running" on disk: the process that ran it died
 
@@ -38,14 +40,15 @@ class RunState:
     run_id: str
     model: str
     messages: list[dict]
-    status: str = "running"
+    status: Status = "running"
     interruption: dict | None = None
     turns: int = 0
-    cost_usd: float = 0.0
+    own_cost_usd: float = 0.0                             # this run's own spend (the file's "cost_usd")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     per_turn: list[dict] = field(default_factory=list)    # {prompt_tokens, completion_tokens, cost_usd}
-    tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, ok, cached, ms}
+    tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, signature, ok, ms} + flags
+    # (rejected, cached, unknown_outcome, rerun, permanent: each present only when true)
     approved: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)  # call id -> what the transcript slot says
     started: list[str] = field(default_factory=list)      # write calls begun (saved before they run)
@@ -68,7 +71,7 @@ class RunState:
 
     @property
     def total_cost_usd(self) -> float:
-        return round(self.cost_usd + self.subrun_cost_usd, 12)
+        return round(self.own_cost_usd + self.subrun_cost_usd, 12)
 
     @property
     def resumable(self) -> bool:
@@ -80,12 +83,18 @@ class RunState:
         return self.status in CONTINUABLE
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as the state file names them."""
+        return {_FILE_NAMES.get(k, k): v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunState":
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        named = {_ATTRIBUTES.get(k, k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in named.items() if k in known})
+
+
+_FILE_NAMES = {"own_cost_usd": "cost_usd"}  # the attribute says whose spend; the file keeps its key
+_ATTRIBUTES = {v: k for k, v in _FILE_NAMES.items()}
 
 
 def new_run(system: str, task: str, model: str, run_id: str | None = None) -> RunState:
@@ -199,7 +208,7 @@ def _fields(state: RunState) -> dict:
     """The fields as they are, not copied: ``asdict`` deep-copies the whole transcript first, which cost
     ten times the encoding itself at turn 50 (twice a turn). The values are plain JSON already; the bytes
     written are the same."""
-    return {f.name: getattr(state, f.name) for f in fields(state)}
+    return {_FILE_NAMES.get(f.name, f.name): getattr(state, f.name) for f in fields(state)}
 
 
 def _write(state: RunState, directory: Path, path: Path):
@@ -355,13 +364,13 @@ def check(data: dict, run_id: str) -> list[str]:
     for key in ("output", "error"):
         if not _text(data.get(key), optional=True):
             p.append(f"{key} is not text or null")
-    i = data.get("interruption")
-    if i is not None and not (isinstance(i, dict) and i.get("type") in INTERRUPTIONS
-                              and INTERRUPTIONS[i["type"]] <= set(i)
-                              and all(_text(i[k]) for k in ("callId", "toolName", "reason") if k in i)):
+    why = data.get("interruption")
+    if why is not None and not (isinstance(why, dict) and why.get("type") in INTERRUPTIONS
+                                and INTERRUPTIONS[why["type"]] <= set(why)
+                                and all(_text(why[k]) for k in ("callId", "toolName", "reason") if k in why)):
         p.append("interruption is not one of the chapter's shapes")
-    if i is not None and data["status"] != "interrupted" and i.get("type") in ("approval", "cancelled"):
-        p.append(f"a {data['status']} run cannot be interrupted for {i.get('type')}")
+    if why is not None and data["status"] != "interrupted" and why.get("type") in ("approval", "cancelled"):
+        p.append(f"a {data['status']} run cannot be interrupted for {why.get('type')}")
     for key, value in data.get("config", {}).items():
         if not (isinstance(key, str) and (value is None or isinstance(value, (str, int, float, bool)))):
             p.append(f"config.{key} is not a plain value")

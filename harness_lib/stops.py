@@ -24,18 +24,19 @@ condition, and never goes on ungoverned.
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .state import RunState, pending
+from . import numbers
+from .dedupe import signature  # the same call, as the dedupe cache sees it
+from .state import RunState, Status, pending
 
 ENDING = ("failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
 
 
 @dataclass(frozen=True)
 class Stop:
-    status: str
+    status: Status
     interruption: dict | None = None
     error: str | None = None      # for status "failed": what went wrong, in words
 
@@ -71,9 +72,7 @@ def _count(what: str, n) -> int:
 
 
 def _usd(what: str, usd) -> float:
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd <= 0:
-        raise ValueError(f"{what} must be a finite number above 0, got {usd!r}")
-    return usd
+    return numbers.check(what, usd, above_zero=True)
 
 
 def condition_stop(name: str, reason: str) -> Stop:
@@ -157,11 +156,6 @@ def _calls(state: RunState) -> list[dict]:
     return [c for m in state.messages if m.get("role") == "assistant" for c in (m.get("tool_calls") or [])]
 
 
-def _signature(call: dict) -> str:
-    from .loop import signature  # the loop's own definition of "the same call"; imported late (loop imports us)
-    return signature(call)
-
-
 def _shown(name: str, args) -> str:
     return f"{name}({args if isinstance(args, str) else ''})"
 
@@ -174,7 +168,7 @@ def repeated_call(n: int) -> StopCondition:
     def check(state: RunState):
         seen: dict[str, int] = {}
         for call in _calls(state):
-            sig = _signature(call)
+            sig = signature(call)
             seen[sig] = seen.get(sig, 0) + 1
             if seen[sig] >= n:
                 shown = _shown(call["function"]["name"], call["function"]["arguments"])
@@ -226,20 +220,20 @@ def _conditions(kind: str, conditions) -> list:
 def any_of(*conditions: StopCondition) -> StopCondition:
     """Stop as soon as one of ``conditions`` would: the first that fires ends the run as it says (what a
     list in ``Options(stops=[...])`` does; useful inside ``all_of``)."""
-    conditions = _conditions("any_of", conditions)
-    return _named(lambda state: first_stop(conditions, state),
-                  f"any_of({', '.join(_name(c) for c in conditions)})")
+    checks = _conditions("any_of", conditions)
+    return _named(lambda state: first_stop(checks, state), f"any_of({', '.join(_name(c) for c in checks)})")
 
 
 def all_of(*conditions: StopCondition) -> StopCondition:
     """Stop only when every one of ``conditions`` would, at the same check. The run ends as a condition
     of its own (interrupted, naming every reason); as failed if any of them says failed."""
-    conditions = _conditions("all_of", conditions)
-    name = f"all_of({', '.join(_name(c) for c in conditions)})"
+    checks = _conditions("all_of", conditions)
+    name = f"all_of({', '.join(_name(c) for c in checks)})"
 
     def check(state: RunState):
-        hits = [first_stop([c], state) for c in conditions]  # every one, every time: some keep memory
-        if any(h is None for h in hits):
+        found = [first_stop([c], state) for c in checks]  # every one, every time: some keep memory
+        hits = [h for h in found if h is not None]
+        if len(hits) < len(found):
             return None
         failed = [h for h in hits if h.status == "failed"]
         if failed:

@@ -22,21 +22,25 @@ RESEARCH_SYSTEM = ("You are a research assistant. "
 def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *, max_turns: int = 6,
                   max_budget_usd: float = 0.05, api_key: str = "not-needed",
                   pricing: Pricing = CHAPTER_PRICES) -> Tool:
-    """``pricing``: the parent's (the child is paid from the same account). Without a price the child's
+    """The child asks its model through the parent's client (``ctx.client``: one connection, one set of
+    retries for the whole tree); ``base_url`` and ``api_key`` reach it when the tool runs outside a loop.
+    ``pricing``: the parent's (the child is paid from the same account). Without a price the child's
     budget cannot act: it is capped by its turns alone, and its dollars are unknown, as the parent's."""
     async def research(args: dict, ctx: ToolContext) -> str:
         question = args.get("question")
         if not isinstance(question, str) or not question:
             raise ValueError("question must be a non-empty string")
         child = new_run(RESEARCH_SYSTEM, question, model, run_id=f"{ctx.run_id}.{ctx.call_id}")
-        out = await run(child, child_tools, Options(base_url=base_url, api_key=api_key, max_turns=max_turns,
+        out = await run(child, child_tools, Options(base_url=base_url, api_key=api_key, client=ctx.client,
+                                                    max_turns=max_turns,
                                                     max_budget_usd=max_budget_usd if pricing.known else None,
                                                     pricing=pricing, trace=ctx.trace))
         ctx.report_subrun({"runId": out.run_id, "status": out.status, "turns": out.turns,
                            "cost_usd": out.total_cost_usd, "messages": len(out.messages)})
-        if out.status == "interrupted" and (out.interruption or {}).get("type") == "cancelled":
-            raise asyncio.CancelledError(out.interruption["reason"])  # one Stop ends the tree
-        return out.output if out.status == "completed" else f"no result: the research run ended {out.status}"
+        why = out.interruption or {}
+        if out.status == "interrupted" and why.get("type") == "cancelled":
+            raise asyncio.CancelledError(why["reason"])  # one Stop ends the tree
+        return (out.output or "") if out.status == "completed" else f"no result: the research run ended {out.status}"
 
     return Tool("research", "Investigate one question and return a short summary.", research,
                 string_params("question"), read_only=True)

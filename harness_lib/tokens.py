@@ -187,20 +187,22 @@ class _Memo:
         self.path: Path | None = None
         self.learnt = self.added = 0
 
-    def load(self):
+    def load(self) -> dict[str, int]:
+        """The counts, read from the file the first time."""
         if self.counts is not None:
-            return
+            return self.counts
         self.counts = {}
         folder = cache_dir()
         if folder is None:
             self.learnt = LEARN_CHARS  # nowhere to keep what would be learnt
-            return
+            return self.counts
         self.path = folder / f"o200k_base-piece-counts-{_memo_key()}.json"
         with contextlib.suppress(OSError, ValueError):
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and all(isinstance(k, str) and type(v) is int and v > 0
                                               for k, v in data.items()):
                 self.counts = data
+        return self.counts
 
     def save(self):
         if self.path is not None:
@@ -247,10 +249,9 @@ def count(text: str) -> int:
     if _built() and _memo.learnt >= LEARN_CHARS:
         return len(encoding().encode_ordinary(text))
     with _memo.lock:
-        _memo.load()
+        counts = _memo.load()
         if not _built() and _memo.added < MEMO_CHARS:
             pieces = _splitter().findall(text)
-            counts = _memo.counts
             if all(p in counts for p in pieces):
                 _memo.added += len(text)
                 return sum(counts[p] for p in pieces)
@@ -265,10 +266,10 @@ def count(text: str) -> int:
             # a piece is kept only if the pattern cuts it alone the same way: then its own count is
             # exactly its share of any text it was cut from
             # (and only if it can be written: a lone surrogate, from a terminal or a file, cannot be UTF-8)
-            new = {p for p in pieces if p not in _memo.counts and _splitter().findall(p) == [p] and _storable(p)}
-            if new and len(_memo.counts) + len(new) <= MEMO_LIMIT:
+            new = {p for p in pieces if p not in counts and _splitter().findall(p) == [p] and _storable(p)}
+            if new and len(counts) + len(new) <= MEMO_LIMIT:
                 for p in new:
-                    _memo.counts[p] = len(enc.encode_ordinary(p))
+                    counts[p] = len(enc.encode_ordinary(p))
                 _memo.save()
         return n
 

@@ -31,6 +31,7 @@ class ToolContext:
     report_subrun: Callable[[dict], None] = lambda summary: None
     trace: Any = None  # the parent's Trace, so that a subagent's lines land in the same file
     instance: str = ""  # the run instance (``RunState.instance``): a reused run id is another instance
+    client: Any = None  # the run's model client (a ``ChatModel``), so that a subagent's child shares it
 
     @property
     def idempotency_key(self) -> str:
@@ -63,7 +64,7 @@ def permanent(error: BaseException) -> BaseException:
     """Mark ``error`` as permanent and return it, keeping its type: ``raise permanent(PermissionError(...))``."""
     if not isinstance(error, BaseException):
         raise TypeError(f"permanent() marks an exception, got {type(error).__name__}")
-    error.permanent = True
+    setattr(error, "permanent", True)  # noqa: B010 - any exception type can carry the mark
     return error
 
 

@@ -14,14 +14,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 from . import testing
 
 
 class Trace:
-    def __init__(self, path: str | Path | None = None, timestamps: bool = True):
+    """``on_event``: the hook for a reader's own view of a run (a line per step on a screen, a clock
+    started at ``tool_start``): called with each event once it is recorded, in the order they happen."""
+
+    def __init__(self, path: str | Path | None = None, timestamps: bool = True,
+                 on_event: Callable[[dict], None] | None = None):
         self.path = Path(path) if path else None
         self.timestamps = timestamps
+        self.on_event = on_event
         self.events: list[dict] = []  # this process's lines, for a notebook to look at
         self._tail_checked = False
 
@@ -37,6 +43,8 @@ class Trace:
             with open(self.path, "a") as f:
                 f.write(json.dumps(event, separators=(",", ":")) + "\n")
             testing.crash_seam(type)  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
+        if self.on_event is not None:
+            self.on_event(event)
         return event
 
 

@@ -39,11 +39,11 @@ TASK = "Which file mentions a timeout?"
 
 
 class Workspace:
-    def __init__(self, root: str | Path, journal: str | Path | None = None):
+    def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise FileNotFoundError(f"workspace folder {self.root} does not exist")
-        self.journal = Path(journal) if journal else self.root.parent / f"{self.root.name}.journal.jsonl"
+        self.journal = self.root.parent / f"{self.root.name}.journal.jsonl"
         self.trash = self.root.parent / f"{self.root.name}.trash"
         self._tail_checked = False
 

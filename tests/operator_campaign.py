@@ -118,7 +118,7 @@ def continue_to_the_end(case: Case, d, rid: str):
         case.expect(c == 0, f"resume exited {c}: {e}")
     state = final(case, d, rid)
     ref = REFERENCE["runaway_budget"]
-    if state is None or (state.status, state.turns, round(state.cost_usd, 6)) != (ref["status"], ref["turns"],
+    if state is None or (state.status, state.turns, round(state.own_cost_usd, 6)) != (ref["status"], ref["turns"],
                                                                                ref["cost_usd"]):
         case.run_lost = True
         case.problems.append(f"did not end as the uninterrupted run: {state and (state.status, state.turns)}")
@@ -215,7 +215,7 @@ def race(kind: str, rng: random.Random) -> Case:
             case.expect((state.status, state.turns) == ("max_turns_exceeded", 2), f"ended {state.status}")
         else:
             ref = REFERENCE["runaway_budget"]
-            case.expect((state.status, state.turns, round(state.cost_usd, 6)) ==
+            case.expect((state.status, state.turns, round(state.own_cost_usd, 6)) ==
                         (ref["status"], ref["turns"], ref["cost_usd"]), f"ended {state.status} at {state.turns}")
     return case
 

@@ -445,9 +445,9 @@ def run_fault_case(case: FaultCase, reference: dict | None = None) -> dict:
         if provider.requests != state.turns + case.served_but_unanswered:
             problems.append(f"provider answered {provider.requests} requests for {state.turns} turns")
         if reference and state.status == "completed" and \
-                (state.turns, state.cost_usd, state.messages) != (reference["turns"], reference["cost_usd"],
+                (state.turns, state.own_cost_usd, state.messages) != (reference["turns"], reference["cost_usd"],
                                                                   reference["messages"]):
-            problems.append(f"turns {state.turns} / cost {state.cost_usd} differ from the run without faults")
+            problems.append(f"turns {state.turns} / cost {state.own_cost_usd} differ from the run without faults")
         if saved.to_dict() != state.to_dict():
             problems.append("the state on disk is not the state returned")
         if seconds > case.max_seconds:
@@ -470,7 +470,7 @@ def fault_campaign() -> dict:
     with ScriptedProvider() as provider, tempfile.TemporaryDirectory() as tmp:
         ref = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of(into=tmp).tools(),
                               Options(base_url=provider.base_url)))
-    reference = {"turns": ref.turns, "cost_usd": ref.cost_usd, "messages": ref.messages}
+    reference = {"turns": ref.turns, "cost_usd": ref.own_cost_usd, "messages": ref.messages}
     results = [run_fault_case(c, reference) for c in FAULT_CASES]
     return {"faults_injected": sum(f != "slow:0" for c in FAULT_CASES for f in c.faults),  # slow:0 = no fault
             "cases": len(results),

@@ -67,8 +67,9 @@ def test_cancel_after(capsys):
 def test_step_lines_on_stderr_show_a_models_arguments_without_obeying_them(capsys):
     """--stream prints each tool call on stderr: a model's escape sequence is shown, not sent raw."""
     from harness_lib.cli import _Visible
+    from harness_lib.trace import Trace
 
-    trace = _Visible(None, steps=True)
+    trace = Trace(None, on_event=_Visible(steps=True))
     trace.emit("r", "tool_start", toolName="read_file", args='{"path":"a\r\x1b[2Kb"}', callId="c1")
     trace.emit("r", "retry", problem="HTTP 503: \x1b]0;pwned\x07", delay_s=0.5)
     err = capsys.readouterr().err

@@ -154,7 +154,7 @@ def test_a_budget_acts_on_the_estimate(tmp_path):
     with ReplayServer(quirk("no_usage")["replies"]) as replay:
         state, _ = drive(tmp_path, replay.base_url, pricing=Pricing.per_million(2, 12), max_budget_usd=0.001)
     assert (state.status, state.turns) == ("budget_exceeded", 2)
-    assert state.cost_usd == pytest.approx(0.00157)  # the chapter's two-turn cost, from our own count
+    assert state.own_cost_usd == pytest.approx(0.00157)  # the chapter's two-turn cost, from our own count
 
 
 def test_a_budget_without_a_price_is_refused():

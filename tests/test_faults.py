@@ -30,7 +30,7 @@ def reference(tmp_path_factory):
         s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"),
                             Workspace.copy_of(into=tmp_path_factory.mktemp("ref")).tools(),
                             Options(base_url=provider.base_url)))
-    return {"turns": s.turns, "cost_usd": s.cost_usd, "messages": s.messages}
+    return {"turns": s.turns, "cost_usd": s.own_cost_usd, "messages": s.messages}
 
 
 @pytest.mark.parametrize("case", R.FAULT_CASES, ids=[c.name for c in R.FAULT_CASES])
@@ -48,7 +48,7 @@ def test_retries_are_recorded_in_the_trace_and_not_billed(tmp_path, faulty):
     retries = [e for e in trace.events if e["type"] == "retry"]
     assert [(r["attempt"], r["problem"][:8]) for r in retries] == [(1, "HTTP 503"), (2, "HTTP 502")]
     assert all(r["runId"] == s.run_id for r in retries)
-    assert f"{s.cost_usd:.6f}" == "0.002470"
+    assert f"{s.own_cost_usd:.6f}" == "0.002470"
 
 
 def test_a_failed_run_says_why_in_the_trace_and_cannot_be_resumed(tmp_path, faulty):

@@ -36,7 +36,7 @@ def test_runaway_from_three_turns_is_within_one_percent_of_every_cap(provider, r
         measured, _ = go(provider, "runaway", max_turns=cap)
         f = predicted[cap]
         assert f.extrapolated and f.observed_turns == 3
-        assert abs(f.cost_usd - measured.cost_usd) / measured.cost_usd < 0.01
+        assert abs(f.cost_usd - measured.own_cost_usd) / measured.own_cost_usd < 0.01
         assert abs(f.input_tokens - measured.prompt_tokens) / measured.prompt_tokens < 0.01
         # in fact exact: the growth is constant from the second addition on
         assert f.input_tokens == measured.prompt_tokens and f.output_tokens == measured.completion_tokens
@@ -61,14 +61,14 @@ def test_caps_within_the_observed_turns_are_sums_not_guesses(runaway3):
     s, _, _ = runaway3
     f1, f3 = forecast(s, observed=3, caps=(1, 3))
     assert (f1.extrapolated, f3.extrapolated) == (False, False)
-    assert f3.input_tokens == s.prompt_tokens and f"{f3.cost_usd:.6f}" == f"{s.cost_usd:.6f}"
+    assert f3.input_tokens == s.prompt_tokens and f"{f3.cost_usd:.6f}" == f"{s.own_cost_usd:.6f}"
 
 
 def test_the_model_breaks_on_a_run_that_answers(provider):
     # plan answers at turn 3: the forecast prices "more of the same", the worst case a cap allows
     s, _ = go(provider, "plan", max_turns=20)
     f = forecast(s, observed=3, caps=(8,))[0]
-    assert s.status == "completed" and f.cost_usd > 3 * s.cost_usd
+    assert s.status == "completed" and f.cost_usd > 3 * s.own_cost_usd
 
 
 def test_pricing_is_the_readers(runaway3):

@@ -3,6 +3,7 @@
 import asyncio
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -54,8 +55,8 @@ def test_max_turns_leaves_the_last_call_pending_and_resumes(provider):
 def test_budget_checked_before_the_call_overshoots_by_at_most_one_turn(provider):
     s, _, _ = go(provider, "runaway", max_budget_usd=0.002)
     assert s.status == "budget_exceeded" and s.interruption == {"type": "max_budget"}
-    assert s.cost_usd >= 0.002 and s.cost_usd - 0.002 <= s.per_turn[-1]["cost_usd"]
-    assert sum(t["cost_usd"] for t in s.per_turn) == pytest.approx(s.cost_usd, abs=1e-12)
+    assert s.own_cost_usd >= 0.002 and s.own_cost_usd - 0.002 <= s.per_turn[-1]["cost_usd"]
+    assert sum(t["cost_usd"] for t in s.per_turn) == pytest.approx(s.own_cost_usd, abs=1e-12)
 
 
 def test_interrupted_for_approval_then_cancelled_by_stop(provider):
@@ -206,8 +207,44 @@ def test_subagent_has_its_own_window_and_reports_its_cost(provider):
     assert len(s.messages) == 5  # system, user, call, the child's summary, answer: not the child's reads
     (child,) = s.subruns
     assert child["status"] == "completed" and child["turns"] == 3 and child["messages"] == 7
-    assert s.total_cost_usd == pytest.approx(s.cost_usd + child["cost_usd"])
+    assert s.total_cost_usd == pytest.approx(s.own_cost_usd + child["cost_usd"])
     assert {e["runId"] for e in trace.events} == {s.run_id, child["runId"]}
+
+
+def test_a_subagent_asks_through_its_parents_client_and_a_readers_client_is_left_open(provider):
+    """The client is built once per tree: every model call of parent and child goes through the client the
+    parent was given (a reader's ChatModel), and the loop never closes a client it did not build."""
+    from harness_lib.client import ModelClient
+
+    class Counted:  # a reader's ChatModel: anything with complete()
+        def __init__(self, inner):
+            self.inner, self.models, self.closed = inner, [], False
+
+        async def complete(self, model, messages, tools=None, **extra):
+            self.models.append(model)
+            return await self.inner.complete(model, messages, tools, **extra)
+
+    async def go_shared():
+        inner = ModelClient(provider.base_url)
+        client = Counted(inner)
+        ws = Workspace.copy_of()
+        research = research_tool(ws.tools(), "http://127.0.0.1:9/v1", "plan")  # unused: the parent's client is
+        s = await run(new_run(SYSTEM_PROMPT, TASK, "delegate"), [research, *ws.tools()], Options(client=client))
+        still_open = not inner.http.is_closed
+        await inner.aclose()
+        return s, client, still_open
+
+    s, client, still_open = asyncio.run(go_shared())
+    (child,) = s.subruns
+    assert s.status == "completed" and child["status"] == "completed"
+    assert client.models == ["delegate"] + ["plan"] * child["turns"] + ["delegate"] * (s.turns - 1)
+    assert still_open
+
+
+def test_a_traces_on_event_sees_every_line_in_order(provider):
+    seen = []
+    s, _, trace = go(provider, "plan", trace=Trace(timestamps=False, on_event=seen.append))
+    assert s.status == "completed" and seen == trace.events and seen[-1]["type"] == "run_stopped"
 
 
 def test_a_child_without_a_price_runs_under_its_turn_cap_alone(provider):
@@ -261,7 +298,6 @@ def test_temporary_workspaces_are_removed_unless_kept():
 def test_save_writes_the_same_bytes_as_a_deep_copy_would(provider, tmp_path):
     """save() encodes the fields in place (no deep copy): the file must be what asdict would have given,
     for a run with every field filled, and a value that is not plain JSON must still fail loudly."""
-    import dataclasses
     import json
 
     from harness_lib.state import _fields
@@ -269,10 +305,30 @@ def test_save_writes_the_same_bytes_as_a_deep_copy_would(provider, tmp_path):
     state = reject(state, state.interruption["callId"], "no")
     state.meta, state.config = {"k": [1, {"x": None}]}, {"max_turns": 5}
     path = save(state, tmp_path)
-    assert path.read_text() == json.dumps(dataclasses.asdict(state), separators=(",", ":"), allow_nan=False)
+    assert path.read_text() == json.dumps(state.to_dict(), separators=(",", ":"), allow_nan=False)  # asdict, file names
     assert load(tmp_path, state.run_id) == state
     assert _fields(state)["messages"] is state.messages  # shared, not copied
     state.meta = {"bad": {1, 2}}
     with pytest.raises(TypeError):
         save(state, tmp_path)
     assert load(tmp_path, state.run_id).meta == {"k": [1, {"x": None}]}  # the last good file is intact
+
+
+def test_a_state_file_saved_before_own_cost_usd_loads_and_resumes_with_the_same_key(provider, tmp_path):
+    """The Python attribute is ``own_cost_usd``; the file keeps ``cost_usd``. A file saved by the harness before
+    the rename (commit e7c92e9: "plan" stopped at its cap of 2) loads with its spend, resumes to the chapter's
+    figures, and is saved again under the old key only."""
+    import json
+
+    from harness_lib.state import RunState
+
+    saved = Path(__file__).parent / "fixtures" / "states" / "saved-by-e7c92e9.json"
+    shutil.copy(saved, tmp_path / saved.name)
+    old = json.loads(saved.read_text())
+    s = load(tmp_path, "saved-by-e7c92e9")
+    assert (s.status, s.turns, s.own_cost_usd, s.total_cost_usd) == ("max_turns_exceeded", 2, 0.00157, 0.00157)
+    assert RunState.from_dict(s.to_dict()) == s and set(s.to_dict()) == set(old)
+    s, _, _ = go(provider, "plan", state=s, max_turns=20, state_dir=tmp_path)
+    assert (s.status, s.turns, round(s.own_cost_usd, 6), s.tool_runs) == ("completed", 3, 0.00247, 2)
+    again = json.loads((tmp_path / saved.name).read_text())
+    assert set(again) == set(old) and round(again["cost_usd"], 6) == 0.00247 and "own_cost_usd" not in again

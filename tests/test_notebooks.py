@@ -87,10 +87,10 @@ def test_a_real_endpoint_is_priced_as_unknown_unless_prices_are_given(url, monke
 
     table, states = _local_model_states(url, monkeypatch)
     assert len(table) == len(states) == len(ex.LOCAL_TASKS) and (table["status"] == "completed").all()
-    assert all(s.prompt_tokens > 0 and s.cost_usd == 0 for s in states)  # tokens counted, dollars unknown
+    assert all(s.prompt_tokens > 0 and s.own_cost_usd == 0 for s in states)  # tokens counted, dollars unknown
     _, priced = _local_model_states(url, monkeypatch, pricing=CHAPTER_PRICES)
     assert [s.prompt_tokens for s in priced] == [s.prompt_tokens for s in states]
-    assert all(s.cost_usd == pytest.approx(s.prompt_tokens * 2e-6 + s.completion_tokens * 12e-6) for s in priced)
+    assert all(s.own_cost_usd == pytest.approx(s.prompt_tokens * 2e-6 + s.completion_tokens * 12e-6) for s in priced)
 
 
 def test_a_real_endpoint_needs_a_model_name_in_one_line(url):

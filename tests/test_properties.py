@@ -166,17 +166,17 @@ def test_random_models_keep_the_loops_promises(script, cancel_model_at, decision
 
             # what the model billed = the turns = the trace
             assert len(model.bills) == state.turns == len(state.per_turn)
-            assert state.cost_usd == pytest.approx(sum(cost(b) for b in model.bills), abs=1e-12)
-            assert state.cost_usd == pytest.approx(sum(t["cost_usd"] for t in state.per_turn), abs=1e-12)
+            assert state.own_cost_usd == pytest.approx(sum(cost(b) for b in model.bills), abs=1e-12)
+            assert state.own_cost_usd == pytest.approx(sum(t["cost_usd"] for t in state.per_turn), abs=1e-12)
             turn_lines = [e for e in trace.events if e["type"] == "turn"]
-            assert state.cost_usd == pytest.approx(sum(cost(e) for e in turn_lines), abs=1e-12)
+            assert state.own_cost_usd == pytest.approx(sum(cost(e) for e in turn_lines), abs=1e-12)
             assert state.prompt_tokens == sum(b["prompt_tokens"] for b in model.bills)
             if turn_lines:
                 assert turn_lines[-1]["costUsd"] == round(state.total_cost_usd, 6)
 
             # limits: at most one turn over budget, never over the cap
             if budget is not None and state.turns:
-                assert state.cost_usd - state.per_turn[-1]["cost_usd"] < budget
+                assert state.own_cost_usd - state.per_turn[-1]["cost_usd"] < budget
             if max_turns is not None:
                 assert state.turns <= max_turns
 

@@ -38,13 +38,13 @@ def marked_tools(*types):
 def test_forbidden_run_is_the_chapters_by_default(provider):
     s, events = go(provider, "forbidden", max_turns=12)
     assert (s.status, s.turns, s.tool_runs, s.prompt_tokens) == ("max_turns_exceeded", 12, 11, 7079)
-    assert f"{s.cost_usd:.6f}" == "0.018622"
+    assert f"{s.own_cost_usd:.6f}" == "0.018622"
     assert not any(r.get("permanent") for r in s.tool_log)  # the workspace marks nothing by itself
 
 
 def test_marked_tool_alone_changes_nothing_but_the_record(provider):
     s, events = go(provider, "forbidden", tools=marked_tools(PermissionError), max_turns=12)
-    assert (s.status, s.turns, f"{s.cost_usd:.6f}") == ("max_turns_exceeded", 12, "0.018622")
+    assert (s.status, s.turns, f"{s.own_cost_usd:.6f}") == ("max_turns_exceeded", 12, "0.018622")
     assert all(r["permanent"] for r in s.tool_log)
     assert all(e.get("permanent") is True for e in events if e["type"] == "tool_result")
 
@@ -58,7 +58,7 @@ def test_permanent_error_stops_after_one_turn_as_failed(provider):
     assert s.error.startswith("permanent_error: read_file") and "permission denied: /etc/shadow" in s.error
     line = stopped_line(events)
     assert line["status"] == "failed" and line["error"] == s.error
-    assert s.cost_usd < 0.018622 / 10
+    assert s.own_cost_usd < 0.018622 / 10
 
 
 def test_repeated_failure_needs_no_mark(provider):

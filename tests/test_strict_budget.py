@@ -90,7 +90,8 @@ def test_strict_budget_is_never_crossed_over_the_sweep(url):
 
 def test_off_by_default_the_chapters_budget_is_unchanged(url):
     s = go(scenario(url, "runaway", max_budget_usd=0.010)).state
-    assert (s.status, s.turns, s.cost_usd, s.interruption) == ("budget_exceeded", 9, 0.01078, {"type": "max_budget"})
+    assert (s.status, s.turns, s.own_cost_usd, s.interruption) == \
+        ("budget_exceeded", 9, 0.01078, {"type": "max_budget"})
 
 
 def test_every_turn_is_billed_within_the_max_tokens_it_was_sent(url):
@@ -118,21 +119,21 @@ def test_scripted_provider_bills_the_cut_reply_as_sent(url, model, limit):
 def test_budget_below_the_first_prompt_is_refused_before_paying(url):
     out = go(scenario(url, "plan", max_budget_usd=0.0001, strict_budget=True))
     s = out.state
-    assert (s.status, s.turns, s.cost_usd) == ("budget_exceeded", 0, 0)
+    assert (s.status, s.turns, s.own_cost_usd) == ("budget_exceeded", 0, 0)
     assert s.interruption["type"] == "max_budget" and s.interruption["strict"]
     assert s.interruption["reason"].startswith("refused before paying: the prompt alone (204 tokens")
     assert not events(out, "turn") and events(out, "run_stopped")[-1]["status"] == "budget_exceeded"
     again = go(continue_run(url, out, max_budget_usd=0.0001, strict_budget=True))  # resumed as it was: refused again
-    assert (again.state.status, again.state.turns, again.state.cost_usd) == ("budget_exceeded", 0, 0)
+    assert (again.state.status, again.state.turns, again.state.own_cost_usd) == ("budget_exceeded", 0, 0)
 
 
 def test_no_money_for_one_output_token_is_refused(url):
     prompt = CHAPTER_PRICES.cost(204, 0)  # the plan's first request
     s = go(scenario(url, "plan", max_budget_usd=prompt + 0.000011, strict_budget=True)).state  # < $0.000012
-    assert (s.status, s.turns, s.cost_usd) == ("budget_exceeded", 0, 0)
+    assert (s.status, s.turns, s.own_cost_usd) == ("budget_exceeded", 0, 0)
     assert "buys no output token" in s.interruption["reason"]
     s = go(scenario(url, "plan", max_budget_usd=prompt + 0.000012, strict_budget=True)).state  # one token
-    assert (s.status, s.turns) == ("budget_exceeded", 1) and s.cost_usd <= prompt + 0.000012
+    assert (s.status, s.turns) == ("budget_exceeded", 1) and s.own_cost_usd <= prompt + 0.000012
     assert s.per_turn[0]["completion_tokens"] == 1 and s.per_turn[0]["cut"] == "max_tokens"
 
 
@@ -140,7 +141,7 @@ def test_a_cut_reply_is_a_budget_stop_not_an_answer_and_resumes(url, tmp_path):
     out = go(scenario(url, "plan", max_budget_usd=0.0024, strict_budget=True, state_dir=tmp_path))
     s = out.state
     assert (s.status, s.turns, s.error, s.output) == ("budget_exceeded", 3, None, None)
-    assert s.cost_usd <= 0.0024 and s.per_turn[-1]["cut"] == "max_tokens"     # paid and recorded
+    assert s.own_cost_usd <= 0.0024 and s.per_turn[-1]["cut"] == "max_tokens"     # paid and recorded
     assert "cut at the max_tokens the budget bought" in s.interruption["reason"]
     cut = s.interruption["cut_reply"]["content"]
     assert TIMEOUT_ANSWER.startswith(cut) and cut != TIMEOUT_ANSWER

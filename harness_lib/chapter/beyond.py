@@ -64,11 +64,11 @@ async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20) 
         "recover (a fixable error), descriptive": await scenario(base_url, "recover", max_turns=recover_cap,
                                                                  tool_errors="descriptive"),
     }
-    chapter = runs["chapter: the turn cap is the floor"].state.cost_usd
+    chapter = runs["chapter: the turn cap is the floor"].state.own_cost_usd
     table = pd.DataFrame([{"run": k, "status": o.state.status, "turns": o.state.turns,
                            "tool_runs": o.state.tool_runs, "in": o.state.prompt_tokens,
-                           "cost_usd": round(o.state.cost_usd, 6),
-                           "share_of_chapter_run": round(o.state.cost_usd / chapter, 3),
+                           "cost_usd": round(o.state.own_cost_usd, 6),
+                           "share_of_chapter_run": round(o.state.own_cost_usd / chapter, 3),
                            "why it ended": o.state.error or (o.state.interruption or {}).get("type")
                            or o.state.output or ""} for k, o in runs.items()]).set_index("run")
     keys = {"chapter: the turn cap is the floor": "chapter", "tool marks it permanent + permanent_error()": "marked",
@@ -77,7 +77,7 @@ async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20) 
     for label, key in keys.items():
         s = runs[label].state
         measured.update({f"perm.{key}.status": s.status, f"perm.{key}.turns": s.turns,
-                         f"perm.{key}.cost": round(s.cost_usd, 6)})
+                         f"perm.{key}.cost": round(s.own_cost_usd, 6)})
     return R.PermanentErrors(table, runs, measured)
 
 
@@ -113,8 +113,8 @@ async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: 
             rows.append({"observed_turns": k, "cap": f.cap, "predicted_in": f.input_tokens,
                          "measured_in": s.prompt_tokens,
                          "in_error_pct": round(100 * (f.input_tokens - s.prompt_tokens) / s.prompt_tokens, 3),
-                         "predicted_usd": f.cost_usd, "measured_usd": round(s.cost_usd, 6),
-                         "cost_error_pct": round(100 * (f.cost_usd - s.cost_usd) / s.cost_usd, 3)})
+                         "predicted_usd": f.cost_usd, "measured_usd": round(s.own_cost_usd, 6),
+                         "cost_error_pct": round(100 * (f.cost_usd - s.own_cost_usd) / s.own_cost_usd, 3)})
     table = pd.DataFrame(rows).set_index(["observed_turns", "cap"])
     measured = {f"forecast.k{k}.max_error_pct": float(table.loc[k, "cost_error_pct"].abs().max()) for k in observed}
     curve = pd.DataFrame([{"cap": f.cap, "predicted_usd": f.cost_usd}
@@ -158,8 +158,8 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS) -
             s = (await scenario(base_url, case["name"], max_turns=cap, **options)).state
             f = predicted[cap]
             rows.append({"run": label, "cap": cap, "observed_turns": seen, "status": s.status, "turns": s.turns,
-                         "predicted_usd": f.cost_usd, "measured_usd": round(s.cost_usd, 6),
-                         "cost_error_pct": round(100 * (f.cost_usd - s.cost_usd) / s.cost_usd, 1)})
+                         "predicted_usd": f.cost_usd, "measured_usd": round(s.own_cost_usd, 6),
+                         "cost_error_pct": round(100 * (f.cost_usd - s.own_cost_usd) / s.own_cost_usd, 1)})
     table = pd.DataFrame(rows).set_index(["run", "cap"])
     worst = table["cost_error_pct"].abs().groupby(level="run").max()
     measured = {f"forecast.breaks.{label.split(' ')[0]}": float(worst[label]) for label in cases}
@@ -193,7 +193,7 @@ async def new_stop_conditions(base_url: str):
         s, i = out.state, out.state.interruption or {}
         line = next(e for e in reversed(out.trace.events) if e["type"] == "run_stopped")
         rows.append({"stop when": label, "scenario": name, "status": s.status, "interruption": i.get("type", ""),
-                     "why": i.get("reason") or s.error or "", "turns": s.turns, "cost_usd": round(s.cost_usd, 6),
+                     "why": i.get("reason") or s.error or "", "turns": s.turns, "cost_usd": round(s.own_cost_usd, 6),
                      "trace says": ", ".join(f"{k}={line[k]}" for k in ("reason", "condition") if k in line)})
     return pd.DataFrame(rows).set_index("stop when")
 
@@ -261,8 +261,8 @@ async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", swe
         for check, strict in (("chapter", False), ("strict", True)):
             s = (await scenario(base_url, name, max_budget_usd=b, strict_budget=strict)).state
             rows.append({"budget_usd": b, "check": check, "status": s.status, "turns": s.turns,
-                         "spent_usd": round(s.cost_usd, 6), "overshoot_usd": round(s.cost_usd - b, 6),
-                         "left_usd": round(max(b - s.cost_usd, 0), 6), "ended by": _ended_by(s)})
+                         "spent_usd": round(s.own_cost_usd, 6), "overshoot_usd": round(s.own_cost_usd - b, 6),
+                         "left_usd": round(max(b - s.own_cost_usd, 0), 6), "ended by": _ended_by(s)})
     table = pd.DataFrame(rows).set_index(["budget_usd", "check"])
     strict, chapter = table.xs("strict", level="check"), table.xs("chapter", level="check")
     measured = {"strict.budgets": len(budgets),

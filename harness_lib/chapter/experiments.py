@@ -82,17 +82,15 @@ async def streamed(base_url: str, name: str = "plan", *, on_step=None, on_text=N
     """The run with ``stream=True``: every reply arrives as server-sent events. ``on_text`` gets the text
     of a reply as it arrives (the answer, in an agent: the turns before it are tool calls), ``on_step`` one
     line per finished turn and per tool call, the progress that fills the silence before it."""
-    class Steps(Trace):
-        def emit(self, run_id: str, type: str, **fields) -> dict:
-            event = super().emit(run_id, type, **fields)
-            if on_step is not None and type == "turn":
-                on_step(f"step {fields['turn']}: {fields['prompt_tokens']:,} tokens in, "
-                        f"{fields['completion_tokens']:,} out ({fields.get('finish')})")
-            elif on_step is not None and type == "tool_start":
-                on_step(f"   {fields['toolName']}({fields['args']})")
-            return event
+    def steps(event: dict) -> None:
+        if on_step is not None and event["type"] == "turn":
+            on_step(f"step {event['turn']}: {event['prompt_tokens']:,} tokens in, "
+                    f"{event['completion_tokens']:,} out ({event.get('finish')})")
+        elif on_step is not None and event["type"] == "tool_start":
+            on_step(f"   {event['toolName']}({event['args']})")
 
-    return await scenario(base_url, name, trace=Steps(timestamps=False), stream=True, on_text=on_text, **options)
+    return await scenario(base_url, name, trace=Trace(timestamps=False, on_event=steps), stream=True,
+                          on_text=on_text, **options)
 
 
 async def continue_run(base_url: str, out: Outcome, **options) -> Outcome:
@@ -141,7 +139,7 @@ async def loop_plan(base_url: str, max_turns: int = 20) -> R.LoopPlan:
                                           for c in m.get("tool_calls", []))}
                                for i, m in enumerate(s.messages)])
     measured = {"plan.turns": s.turns, "plan.tools": s.tool_runs, "plan.in": s.prompt_tokens,
-                "plan.out": s.completion_tokens, "plan.cost": s.cost_usd, "plan.status": s.status,
+                "plan.out": s.completion_tokens, "plan.cost": s.own_cost_usd, "plan.status": s.status,
                 "plan.answer": s.output, "plan.prompts": [t["prompt_tokens"] for t in s.per_turn],
                 "plan.ms": round(out.wall_ms)}
     if max_turns != 20:
@@ -219,7 +217,7 @@ def doubling(prefix: pd.DataFrame) -> dict:
             "cost_ratio": float(prefix.loc[high, "cost_usd"] / prefix.loc[low, "cost_usd"])}
 
 
-def prefix_costs(state: RunState, pricing=None) -> pd.DataFrame:
+def prefix_costs(state: RunState) -> pd.DataFrame:
     """Cost against cap for every cap up to the run's length, from one run's per-turn usage: a run
     capped at k is exactly the first k turns of a longer run (the scripted model is a pure function)."""
     turns = pd.DataFrame(state.per_turn)
@@ -245,9 +243,9 @@ async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)) -> R.Budget
     for b in budgets:
         out = await scenario(base_url, "runaway", max_budget_usd=b)
         s = out.state
-        rows.append({"budget_usd": b, "status": s.status, "turns": s.turns, "spent_usd": round(s.cost_usd, 6),
-                     "overshoot_usd": round(s.cost_usd - b, 6), "last_turn_usd": s.per_turn[-1]["cost_usd"],
-                     "overshoot_within_one_turn": s.cost_usd - b <= s.per_turn[-1]["cost_usd"]})
+        rows.append({"budget_usd": b, "status": s.status, "turns": s.turns, "spent_usd": round(s.own_cost_usd, 6),
+                     "overshoot_usd": round(s.own_cost_usd - b, 6), "last_turn_usd": s.per_turn[-1]["cost_usd"],
+                     "overshoot_within_one_turn": s.own_cost_usd - b <= s.per_turn[-1]["cost_usd"]})
     table = pd.DataFrame(rows)
     measured = {}
     hit = table[table.budget_usd == 0.010]
@@ -286,7 +284,7 @@ async def five_exits(base_url: str) -> R.FiveExits:
         bad.inject("401")
         outs["plan, provider answers 401"] = await scenario(bad.base_url, "plan")
     rows = [{"run": k, "status": o.state.status, "interruption": (o.state.interruption or {}).get("type", ""),
-             "resumable": o.state.resumable, "turns": o.state.turns, "cost_usd": round(o.state.cost_usd, 6),
+             "resumable": o.state.resumable, "turns": o.state.turns, "cost_usd": round(o.state.own_cost_usd, 6),
              "error": o.state.error or ""} for k, o in outs.items()]
     return R.FiveExits(pd.DataFrame(rows), outs)
 
@@ -322,9 +320,9 @@ async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12) -> 
     fatal, desc = table.loc["fatal", "cost_usd"], table.loc["descriptive", "cost_usd"]
     errors = {"errors.ratio": float(desc / fatal), "errors.answers": ", ".join(table.index[table.answered])}
     perm_figures = {"perm.turns": perm.state.turns, "perm.toolruns": perm.state.tool_runs,
-                    "perm.in": perm.state.prompt_tokens, "perm.cost": perm.state.cost_usd,
+                    "perm.in": perm.state.prompt_tokens, "perm.cost": perm.state.own_cost_usd,
                     "perm.status": perm.state.status, "perm.answer": perm.state.output,
-                    "perm.ratio": float(perm.state.cost_usd / desc)}
+                    "perm.ratio": float(perm.state.own_cost_usd / desc)}
     measured = {**(errors if cap == 20 else relabel(errors, f"CAP={cap}")),
                 **(perm_figures if (cap, permanent_cap) == (20, 12) else
                    relabel(perm_figures, f"CAP={cap}, PERMANENT_CAP={permanent_cap}"))}
@@ -485,7 +483,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
     before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
               for e in read(trace_path) if e["type"] == "tool_start"]
     restored = load(state_dir, run_id)
-    snapshot = {"turns": restored.turns, "cost_usd": round(restored.cost_usd, 6),
+    snapshot = {"turns": restored.turns, "cost_usd": round(restored.own_cost_usd, 6),
                 "messages": len(restored.messages), "status": restored.status}
     trace = Trace(trace_path)
     finished = await scenario(base_url, "plan", workspace=workspace, state=restored, trace=trace, max_turns=20,
@@ -495,11 +493,11 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
     table = pd.DataFrame([
         {"moment": moment, **snapshot, "tool runs so far": ", ".join(before)},
         {"moment": "resumed here and finished", "turns": finished.state.turns,
-         "cost_usd": round(finished.state.cost_usd, 6), "messages": len(finished.state.messages),
+         "cost_usd": round(finished.state.own_cost_usd, 6), "messages": len(finished.state.messages),
          "status": finished.state.status, "tool runs so far": ", ".join(all_runs)}]).set_index("moment")
     measured = {"resume.restored_turns": snapshot["turns"], "resume.restored_cost": snapshot["cost_usd"],
                 "resume.restored_messages": snapshot["messages"], "resume.restored_status": snapshot["status"],
-                "resume.turns": finished.state.turns, "resume.cost": finished.state.cost_usd,
+                "resume.turns": finished.state.turns, "resume.cost": finished.state.own_cost_usd,
                 "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
     if not killed or kill_after_tool_results != 2:
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
@@ -842,7 +840,7 @@ async def subagent(base_url: str, child_model: str = "plan", child_max_turns: in
     child = out.state.subruns[0] if out.state.subruns else {}
     table = pd.DataFrame([
         {"run": "parent", "status": out.state.status, "turns": out.state.turns, "messages": len(out.state.messages),
-         "own cost_usd": round(out.state.cost_usd, 6)},
+         "own cost_usd": round(out.state.own_cost_usd, 6)},
         {"run": "child (research)", "status": child.get("status"), "turns": child.get("turns"),
          "messages": child.get("messages"), "own cost_usd": child.get("cost_usd")}]).set_index("run")
     return R.Subagent(out, table)
@@ -882,5 +880,5 @@ async def stop_conditions(base_url: str):
         i = out.state.interruption or {}
         rows.append({"stop when": label, "scenario": name, "status": out.state.status,
                      "why": i.get("reason", i.get("type", "")), "turns": out.state.turns,
-                     "cost_usd": round(out.state.cost_usd, 6)})
+                     "cost_usd": round(out.state.own_cost_usd, 6)})
     return pd.DataFrame(rows).set_index("stop when")

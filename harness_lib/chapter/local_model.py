@@ -36,19 +36,23 @@ RECORDED_LABEL = "the chapter's recorded run: Qwen2.5-0.5B-Instruct on the chapt
 LOCAL_EXTRA = "12-local-model, the local extra"
 
 
-class TimedClient(ModelClient):
-    """The harness's own client, also noting how long each model call took (one per turn)."""
+class TimedClient:
+    """The harness's own client (``ModelClient``, same arguments), also noting how long each model call took
+    (one per turn). A ``ChatModel`` that wraps another: the loop's seam, no subclass of the client needed."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        self.inner = ModelClient(*args, **kwargs)
         self.turn_ms: list[float] = []
 
     async def complete(self, *args, **kwargs) -> dict:
         started = time.perf_counter()
         try:
-            return await super().complete(*args, **kwargs)
+            return await self.inner.complete(*args, **kwargs)
         finally:
             self.turn_ms.append((time.perf_counter() - started) * 1000)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _calls(state) -> str:

@@ -88,7 +88,8 @@ def cut_to(message: dict, max_tokens: int) -> tuple[dict, bool]:
 
 
 def complete(body) -> tuple[dict, str]:
-    """The whole provider, minus HTTP: request body in, (reply message, finish reason, usage) out."""
+    """The whole provider, minus HTTP: request body in; out, the choice ``{message, finish_reason, usage}``
+    and the scenario (the model name) that wrote it."""
     scenario, messages, tools = validate(body)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -171,7 +172,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(e.status, error_body(e.status, e.message, e.param, e.code))
         except Exception as e:  # a broken script must not take the server down
             return self._json(500, error_body(500, f"The script failed: {type(e).__name__}: {e}"))
-        self.server.count_request(result["usage"])
+        self.server.count_request()
         rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         if body.get("stream"):
             return self._stream(rid, scenario, result, bool((body.get("stream_options") or {}).get("include_usage")))
@@ -249,7 +250,6 @@ class _Server(ThreadingHTTPServer):
         self.faults: collections.deque[str] = collections.deque()
         self.lock = threading.Lock()
         self.requests = 0
-        self.prompt_tokens_served = 0
         self.connections: set[socket.socket] = set()  # open client connections, closed on stop
         self.busy_s = 0.0  # time spent inside request handlers, injected latency included
 
@@ -275,10 +275,9 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.busy_s += seconds
 
-    def count_request(self, usage: dict):
+    def count_request(self):
         with self.lock:
             self.requests += 1
-            self.prompt_tokens_served += usage["prompt_tokens"]
 
 
 class ScriptedProvider:
