@@ -31,7 +31,7 @@ def test_replies_are_played_by_turn_and_billed_the_chapters_way(tmp_path):
     # the chapter's plan, as the scripted provider plays it over HTTP: 204 + 269 + 342 in, 23 + 29 + 18 out
     assert [b["prompt_tokens"] for b in model.bills] == [204, 269, 342]
     assert [b["completion_tokens"] for b in model.bills] == [23, 29, 18]
-    assert (state.status, state.turns, f"{state.cost_usd:.6f}") == ("completed", 3, "0.002470")
+    assert (state.status, state.turns, f"{state.own_cost_usd:.6f}") == ("completed", 3, "0.002470")
 
 
 def test_after_the_script_the_model_answers_done_and_before_sees_each_turn():
