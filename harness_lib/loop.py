@@ -154,9 +154,9 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
              if r.get("ok") and r["callId"] in contents and "signature" in r}
     state.status, state.interruption, state.error = "running", None, None
 
-    def checkpoint():
+    def checkpoint(sync: bool = True):
         if opts.state_dir is not None:
-            save(state, opts.state_dir)
+            save(state, opts.state_dir, sync=sync)
 
     def stop(status: str, interruption: dict | None = None, error: str | None = None) -> RunState:
         state.status, state.interruption, state.error = status, interruption, error or state.error
@@ -177,7 +177,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                                "ok": ok, "ms": round(ms, 1), **flags})
         trace.emit(state.run_id, "tool_result", toolName=call["function"]["name"], ms=round(ms),
                    ok=ok, callId=call["id"], **flags)
-        checkpoint()
+        checkpoint(sync=False)  # a read may run again; a write's record is synced before it began
 
     async def execute(call: dict) -> Stop | None:
         name, raw_args, call_id = call["function"]["name"], call["function"]["arguments"], call["id"]
