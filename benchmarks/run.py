@@ -177,7 +177,15 @@ def report(figures: dict, skipped: dict, repeats: int, cap: int, seconds: float)
         "",
         table(figures),
         "",
+        "- with a state dir, each paid reply is on disk (fsynced) before the next request and a write's record "
+        "before the write begins, so a saved turn costs at least one fsync of this disk, whatever the code; the "
+        "tmpfs row is the same run where an fsync costs nothing: the harness's own cost of saving. "
+        "`python -m benchmarks.persistence` times the harness alone (no HTTP), with this disk's fsync latency",
     ]
+    if any("@" in name for name in figures):
+        lines.append("- rows 'at REF (before)': this harness's entries run with the harness_lib of git REF "
+                     "(`--before REF`), interleaved with the rest in the same run")
+    lines.append("")
     for name, why in skipped.items():
         lines.append(f"- {label(name)}: not measured ({why})")
     return "\n".join(lines) + "\n"

@@ -84,3 +84,17 @@ def test_a_missing_peer_is_named_with_how_to_install_it(monkeypatch):
     monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
     assert "pip install -e '.[bench]'" in bench.available("langgraph")
     assert bench.available("harness") is None
+
+
+def test_a_row_from_another_tree_says_which():
+    assert bench.label("harness+state@e7c92e9") == bench.LABELS["harness+state"] + ", at e7c92e9 (before)"
+    assert bench.label("harness") == bench.LABELS["harness"]
+
+
+@pytest.mark.slow
+def test_the_persistence_benchmark_times_the_harness_alone():
+    from benchmarks import persistence
+    for where in ("none", "disk"):
+        r = persistence.measure(persistence.ROOT, where, 12)
+        assert set(r) == {"median", "first_10", "last_10"} and all(0 < v < 1000 for v in r.values()), r
+    assert persistence.fsync_ms(5) > 0
