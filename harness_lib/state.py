@@ -1,8 +1,9 @@
 """A run is a plain, serialisable object; the loop is a function over it.
 
 Everything needed to continue a run lives here: the transcript, the counters, the status and why it
-stopped, and the decisions a person made about tool calls. ``save`` never leaves a torn file (write a
-temporary file, flush, fsync, rename), and ``load`` names the file when it cannot read it.
+stopped, and the decisions a person made about tool calls. ``save`` appends what changed to the run's
+journal, or rewrites the whole run without ever leaving a torn file (temporary file, flush, fsync,
+rename); ``load`` is the snapshot plus its journal (``journal.py``), and names the file it cannot use.
 
 A file that says ``running`` belongs to a process that died mid-run, or to one still running it: the CLI
 tells them apart by the run's lock (``lock.py``). A crashed run is ``continuable`` like a resumable one,
