@@ -57,10 +57,9 @@ class Bound:
 
     def __init__(self, state, path: Path, base: str, snapshot_bytes: int, snapshot_id: tuple, scalars: list):
         self.owner = weakref.ref(state)
-        self.path, self.base, self.seq, self.fd = path, base, 0, None
-        self.snapshot_id, self.limit, self.appended, self.unsynced = snapshot_id, max(snapshot_bytes,
-                                                                                        MIN_COMPACT), 0, False
-        self.scalars = scalars
+        self.path, self.base, self.snapshot_id, self.scalars = path, base, snapshot_id, scalars
+        self.limit = max(snapshot_bytes, MIN_COMPACT)  # bytes of journal after which the run is written whole
+        self.seq, self.fd, self.appended, self.unsynced = 0, None, 0, False
         self._remember(state)
 
     def _remember(self, state):
@@ -71,8 +70,9 @@ class Bound:
 
     @staticmethod
     def _key(value):
-        """What a plain field is compared by: the value itself, or the encoding of a dict (edited in place)."""
-        return _encode(value) if isinstance(value, (dict, list)) else value
+        """What a plain field is compared by: its type and value (0 is not 0.0 in the file), or the encoding
+        of a dict (which may be edited in place)."""
+        return _encode(value) if isinstance(value, (dict, list)) else (type(value), value)
 
     def delta(self, state) -> bytes | None:
         """The line that brings the journal up to ``state``; None when only a rewrite can (a list that

@@ -319,3 +319,12 @@ def test_the_command_line_continues_a_run_from_its_journal(mid_run, provider):
                  "--json"]) == 0
     state = load(d, "r")
     assert state.turns == 8 and state.messages[:len(saved["messages"])] == saved["messages"]
+
+
+def test_a_field_that_changes_only_its_type_is_saved(tmp_path):
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r")
+    state.cost_usd = 0
+    save(state, tmp_path)
+    state.cost_usd = 0.0
+    save(state, tmp_path)  # equal to 0, but not the same in the file
+    assert type(load(tmp_path, "r").cost_usd) is float and journal_path(tmp_path, "r").exists()
