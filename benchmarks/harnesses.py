@@ -170,14 +170,16 @@ async def langgraph(base_url, meter, scenario, cap):
 
 
 # -- this harness ----------------------------------------------------------------------------------------
-async def _harness(base_url, meter, scenario, cap, state_dir: bool):
+async def _harness(base_url, meter, scenario, cap, state_dir: bool, tmpfs: bool = False):
     from harness_lib.client import ModelClient
     from harness_lib.loop import Options, run
     from harness_lib.state import new_run
     from harness_lib.trace import Trace
     from harness_lib.workspace import Workspace
 
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+    # On a tmpfs an fsync returns at once: the state dir's cost without the disk's (the difference is the disk)
+    where = "/dev/shm" if tmpfs and Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="bench-", dir=where) as tmp:
         client = ModelClient(base_url, http=meter.client())
         options = Options(client=client, max_turns=cap, trace=Trace(Path(tmp) / "trace.jsonl"),
                           state_dir=Path(tmp) / "state" if state_dir else None)
@@ -200,5 +202,10 @@ async def harness_state(base_url, meter, scenario, cap):
     return await _harness(base_url, meter, scenario, cap, state_dir=True)
 
 
+async def harness_state_tmpfs(base_url, meter, scenario, cap):
+    return await _harness(base_url, meter, scenario, cap, state_dir=True, tmpfs=True)
+
+
 HARNESSES = {"httpx": bare_httpx, "openai": openai_loop, "openai-agents": openai_agents, "pydantic-ai": pydantic_ai,
-             "langgraph": langgraph, "harness": harness, "harness+state": harness_state}
+             "langgraph": langgraph, "harness": harness, "harness+state": harness_state,
+              "harness+state-tmpfs": harness_state_tmpfs}

@@ -8,5 +8,6 @@ IMPORTS = {
     "langgraph": ["langgraph.prebuilt", "langchain_openai", "langchain_core.tools"],
     "harness": ["harness_lib.loop", "harness_lib.client", "harness_lib.workspace", "harness_lib.trace"],
     "harness+state": ["harness_lib.loop", "harness_lib.client", "harness_lib.workspace", "harness_lib.trace"],
+    "harness+state-tmpfs": ["harness_lib.loop", "harness_lib.client", "harness_lib.workspace", "harness_lib.trace"],
 }
 PEERS = ("openai", "openai-agents", "pydantic-ai", "langgraph")  # need the bench extra

@@ -22,6 +22,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ LABELS = {
     "langgraph": "LangGraph prebuilt ReAct agent",
     "harness": "this harness, trace file on",
     "harness+state": "this harness, trace + state dir",
+    "harness+state-tmpfs": "this harness, trace + state dir on a tmpfs (/dev/shm: an fsync costs nothing)",
 }
 
 
@@ -65,22 +67,26 @@ def provider_process():
         proc.wait()
 
 
-def one(name: str, base_url: str, cap: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def one(name: str, base_url: str, cap: int, trees: dict[str, Path] | None = None) -> dict:
+    """``name@REF`` measures ``name`` with the harness_lib of the tree exported for REF (``--before``)."""
+    name, _, ref = name.partition("@")
+    first = [str(trees[ref])] if ref else []  # before this tree: its harness_lib is the one imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*first, str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-m", "benchmarks.one", name, base_url, str(cap)], capture_output=True,
-                         text=True, timeout=600, env=env, cwd=ROOT)
+                         text=True, timeout=600, env=env, cwd=first[0] if first else ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(names: list[str], repeats: int, cap: int, log=print) -> dict[str, list[dict]]:
+def measure(names: list[str], repeats: int, cap: int, log=print, trees: dict[str, Path] | None = None
+            ) -> dict[str, list[dict]]:
     runs: dict[str, list[dict]] = {n: [] for n in names}
     with provider_process() as base_url:
         for rep in range(repeats):
             order = names[rep % len(names):] + names[:rep % len(names)]
             for name in order:
-                runs[name].append(one(name, base_url, cap))
+                runs[name].append(one(name, base_url, cap, trees))
             log(f"repetition {rep + 1}/{repeats} done")
     return runs
 
@@ -122,12 +128,17 @@ def table(figures: dict[str, dict], floor: str = "httpx") -> str:
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in figures.items():
         ratio = f"{f['median_ms'] / base:.1f}" if base else "-"
-        rows.append(f"| {LABELS[name]} | {f['median_ms']:.2f} ({f['spread_ms'][0]:.2f}-{f['spread_ms'][1]:.2f}) "
+        rows.append(f"| {label(name)} | {f['median_ms']:.2f} ({f['spread_ms'][0]:.2f}-{f['spread_ms'][1]:.2f}) "
                     f"| {ratio} | {f['min_ms']:.2f} | {f['first_10_ms']:.2f} -> {f['last_10_ms']:.2f} "
                     f"| {f['plan_ms']:.1f} | {f['import_ms']:.0f} | {f['peak_rss_mb']:.0f} "
                     f"| {f['request_bytes_last']:,} | {f['calls']} / {f['tool_runs']} | {f['ended']} "
                     f"| {usage_word(f['usage_matches'])} / {usage_word(f['plan_usage_matches'])} |")
     return "\n".join(rows)
+
+
+def label(name: str) -> str:
+    name, _, ref = name.partition("@")
+    return LABELS[name] + (f", at {ref} (before)" if ref else "")
 
 
 def versions() -> str:
@@ -166,9 +177,17 @@ def report(figures: dict, skipped: dict, repeats: int, cap: int, seconds: float)
         "",
         table(figures),
         "",
+        "- with a state dir, each paid reply is on disk (fsynced) before the next request and a write's record "
+        "before the write begins, so a saved turn costs at least one fsync of this disk, whatever the code; the "
+        "tmpfs row is the same run where an fsync costs nothing: the harness's own cost of saving. "
+        "`python -m benchmarks.persistence` times the harness alone (no HTTP), with this disk's fsync latency",
     ]
+    if any("@" in name for name in figures):
+        lines.append("- rows 'at REF (before)': this harness's entries run with the harness_lib of git REF "
+                     "(`--before REF`), interleaved with the rest in the same run")
+    lines.append("")
     for name, why in skipped.items():
-        lines.append(f"- {LABELS[name]}: not measured ({why})")
+        lines.append(f"- {label(name)}: not measured ({why})")
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap", type=int, default=50, help="model calls each harness may make on the runaway")
     p.add_argument("--only", nargs="*", choices=list(IMPORTS), help="measure only these")
     p.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md")
+    p.add_argument("--before", metavar="REF", help="also measure this harness's entries with the harness_lib of "
+                                                   "git REF (exported), interleaved with the rest")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.cap < 12:
         p.error("--repeats must be at least 1 and --cap at least 12 (first ten turns against the last ten)")
@@ -185,7 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     skipped = {n: why for n in names if (why := available(n))}
     names = [n for n in names if n not in skipped]
     t0 = time.perf_counter()
-    runs = measure(names, args.repeats, args.cap, log=lambda s: print(s, file=sys.stderr))
+    with tempfile.TemporaryDirectory(prefix="bench-before-") as tmp:
+        trees = {}
+        if args.before:
+            from .coldstart import export
+            trees[args.before] = Path(tmp) / "before"
+            export(args.before, trees[args.before])
+            names += [f"{n}@{args.before}" for n in names if n.startswith("harness")]
+        runs = measure(names, args.repeats, args.cap, log=lambda s: print(s, file=sys.stderr), trees=trees)
     figures = {n: aggregate(runs[n]) for n in names}
     text = report(figures, skipped, args.repeats, args.cap, time.perf_counter() - t0)
     print(text)

@@ -89,9 +89,9 @@ class Books:
     def __init__(self, state: RunState, opts: Options, trace: Trace):
         self.state, self.opts, self.trace = state, opts, trace
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, sync: bool = True) -> None:
         if self.opts.state_dir is not None:
-            save(self.state, self.opts.state_dir)
+            save(self.state, self.opts.state_dir, sync=sync)
 
     def stop(self, status: Status, interruption: dict | None = None, error: str | None = None) -> RunState:
         state = self.state
@@ -112,7 +112,7 @@ class Books:
                                "signature": call.signature, "ok": ok, "ms": round(ms, 1), **flags})
         self.trace.emit(state.run_id, "tool_result", toolName=call.name, ms=round(ms), ok=ok, callId=call.id,
                         **flags)
-        self.checkpoint()
+        self.checkpoint(sync=False)  # a read may run again; a write's record is synced before it began
 
     def progress(self, tool_name: str) -> Callable[[str], None]:
         def report(label: str) -> None:

@@ -1,8 +1,9 @@
 """A run is a plain, serialisable object; the loop is a function over it.
 
 Everything needed to continue a run lives here: the transcript, the counters, the status and why it
-stopped, and the decisions a person made about tool calls. ``save`` never leaves a torn file (write a
-temporary file, flush, fsync, rename), and ``load`` names the file when it cannot read it.
+stopped, and the decisions a person made about tool calls. ``save`` appends what changed to the run's
+journal, or rewrites the whole run without ever leaving a torn file (temporary file, flush, fsync,
+rename); ``load`` is the snapshot plus its journal (``journal.py``), and names the file it cannot use.
 
 A file that says ``running`` belongs to a process that died mid-run, or to one still running it: the CLI
 tells them apart by the run's lock (``lock.py``). A crashed run is ``continuable`` like a resumable one,
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from . import testing
+from . import journal, testing
 
 STATE_VERSION = 1
 Status = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
@@ -211,11 +212,20 @@ def _fields(state: RunState) -> dict:
     return {_FILE_NAMES.get(f.name, f.name): getattr(state, f.name) for f in fields(state)}
 
 
-def _write(state: RunState, directory: Path, path: Path):
-    data = json.dumps(_fields(state), separators=(",", ":"), allow_nan=False)
+# What a journal line may set: attribute -> its key in the file (a line is written in the file's names)
+SCALARS = {f.name: _FILE_NAMES.get(f.name, f.name) for f in fields(RunState) if f.name not in journal.LISTS}
+
+
+def journal_path(directory: str | Path, run_id: str) -> Path:
+    return state_path(directory, run_id).with_suffix(".journal")
+
+
+def _write(state: RunState, directory: Path, path: Path) -> tuple[int, str]:
+    """The snapshot, atomically; returns its size and its digest (which its journal's lines carry)."""
+    data = json.dumps(_fields(state), separators=(",", ":"), allow_nan=False).encode()
     fd, tmp = tempfile.mkstemp(prefix=f".{state.run_id}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -223,21 +233,44 @@ def _write(state: RunState, directory: Path, path: Path):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return len(data), journal.digest(data)
 
 
-def save(state: RunState, directory: str | Path) -> Path:
-    """Write the run atomically: a reader sees the old file or the new one, never half of one."""
-    directory = Path(directory)
+def _compact(state: RunState, directory: Path, path: Path, final: bool):
+    """The whole run into the snapshot, then the journal let go (removed if the run stopped, else emptied
+    at its next append): this order leaves, at any kill, a snapshot that holds everything saved so far."""
+    journal.forget(state)
     directory.mkdir(parents=True, exist_ok=True)
+    size, base = _write(state, directory, path)
+    jpath = journal_path(directory, state.run_id)
+    if final:
+        jpath.unlink(missing_ok=True)
+    else:
+        journal.bind(state, jpath, base, path, size, SCALARS)
+
+
+def save(state: RunState, directory: str | Path, *, sync: bool = True) -> Path:
+    """Save the run: a line appended to its journal, or the whole run rewritten (``journal.py`` says when).
+    A reader sees the old state or the new one, never half of one. ``sync=False`` leaves the line to the
+    next synced save (a read's result: running it again is harmless); every other save is on disk when
+    this returns, so a reply is never paid for twice and a write never begins unrecorded."""
+    directory = Path(directory)
     path = state_path(directory, state.run_id)
+    final = state.status != "running"
     try:
-        _write(state, directory, path)
+        b = None if final else journal.bound(state, journal_path(directory, state.run_id), path)
+        line = b.delta(state) if b is not None else None
+        if b is None or line is None or b.appended + len(line) > b.limit:
+            _compact(state, directory, path, final)
+        else:
+            b.append(state, line, sync)
     except OSError as e:
         reserve = reserve_path(directory, state.run_id)
         if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not reserve.exists():
             raise
         reserve.unlink()  # give the reserved space back, and save into it
-        _write(state, directory, path)
+        _compact(state, directory, path, final)
+        journal_path(directory, state.run_id).unlink(missing_ok=True)  # all in the snapshot: free its space
         raise DiskFullError(e.errno, f"the disk holding {directory} is full; the run was saved using its "
                                      f"reserve, and must stop") from None
     testing.crash_seam("save")  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
@@ -245,11 +278,15 @@ def save(state: RunState, directory: str | Path) -> Path:
 
 
 def load(directory: str | Path, run_id: str) -> RunState:
+    """The snapshot, and the changes its journal holds since: the run as its last save left it."""
     path = state_path(directory, run_id)
+    jpath = journal_path(directory, run_id)
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
+        data = json.loads(raw.decode())
     except FileNotFoundError:
-        raise StateFileError(f"{path}: no such state file") from None
+        beside = f" (its journal {jpath.name} is there without it: refused)" if jpath.exists() else ""
+        raise StateFileError(f"{path}: no such state file{beside}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise StateFileError(f"{path}: not valid JSON ({e}); the file is left as it is") from None
     except OSError as e:
@@ -258,11 +295,19 @@ def load(directory: str | Path, run_id: str) -> RunState:
         raise StateFileError(f"{path}: expected a JSON object")
     if data.get("version") != STATE_VERSION:
         raise StateFileError(f"{path}: state version {data.get('version')!r}, this harness reads {STATE_VERSION}")
+    try:
+        applied = journal.replay(data, jpath, journal.digest(raw), set(SCALARS.values()))
+    except journal.JournalError as e:
+        from .terminal import visible
+        raise StateFileError(f"{jpath}: {visible(str(e))}; the files are left as they are") from None
+    except OSError as e:
+        raise StateFileError(f"{jpath}: cannot be read ({e.strerror or e})") from None
     problems = check(data, run_id)
     if problems:
         from .terminal import visible
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-        raise StateFileError(f"{path}: {visible(shown)}; the file is left as it is")
+        with_journal = f" (with the {applied} changes of {jpath.name})" if applied else ""
+        raise StateFileError(f"{path}{with_journal}: {visible(shown)}; the file is left as it is")
     return RunState.from_dict(data)
 
 

@@ -3,8 +3,9 @@
 The vocabulary is the chapter's: ``turn``, ``tool_start``, ``tool_progress``, ``tool_result``,
 ``approval_required``, ``run_stopped`` (plus ``retry`` when the model call is retried). Every line
 carries the run id, so a run that spans processes and days is one query; every turn line carries its
-own tokens and the running cost; ``run_stopped`` carries the reason. Lines are appended and flushed
-one at a time, so a crash can tear at most the last line, and ``read`` tolerates exactly that. A process
+own tokens and the running cost; ``run_stopped`` carries the reason. Lines are appended one at a time,
+each in one write to the file (kept open: opening it for every line cost more than the line), so a crash
+can tear at most the last line, and ``read`` tolerates exactly that. A process
 that finds the file ending in a torn line (its predecessor died mid-write) cuts the fragment off before
 its first append, so a torn line is only ever the last one, however many crashes a run survives.
 """
@@ -12,7 +13,9 @@ its first append, so a torn line is only ever the last one, however many crashes
 from __future__ import annotations
 
 import json
+import os
 import time
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +32,7 @@ class Trace:
         self.timestamps = timestamps
         self.on_event = on_event
         self.events: list[dict] = []  # this process's lines, for a notebook to look at
-        self._tail_checked = False
+        self._fd: int | None = None  # opened at the first line, closed by close() or when the Trace is collected
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = {"runId": run_id, "type": type, **fields}
@@ -37,15 +40,27 @@ class Trace:
             event["ts"] = round(time.time(), 3)
         self.events.append(event)
         if self.path is not None:
-            if not self._tail_checked:
-                cut_torn_tail(self.path)
-                self._tail_checked = True
-            with open(self.path, "a") as f:
-                f.write(json.dumps(event, separators=(",", ":")) + "\n")
+            self._append(self.path, (json.dumps(event, separators=(",", ":")) + "\n").encode())
             testing.crash_seam(type)  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
         if self.on_event is not None:
             self.on_event(event)
         return event
+
+    def _append(self, path: Path, line: bytes) -> None:
+        fd = self._fd
+        if fd is None:
+            cut_torn_tail(path)
+            fd = self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+            self._closer = weakref.finalize(self, os.close, fd)
+        view = memoryview(line)
+        while view:  # a regular file takes it in one write, unless the disk is full (which raises)
+            view = view[os.write(fd, view):]
+
+    def close(self):
+        """Let go of the file (a later line opens it again)."""
+        if self._fd is not None:
+            self._closer()
+            self._fd = None
 
 
 def cut_torn_tail(path: str | Path) -> int:

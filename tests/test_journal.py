@@ -1,0 +1,330 @@
+"""The run's journal (issue 13, item 3): a save appends one framed line; a load is the snapshot plus its
+journal's valid lines; what a crash, a full disk or an editor leaves is either read exactly or refused."""
+
+import asyncio
+import errno
+import json
+import os
+import shutil
+import zlib
+
+import pytest
+
+from harness_lib import journal
+from harness_lib import loop as loop_module
+from harness_lib import state as state_module
+from harness_lib.lock import RunLock, RunLockError
+from harness_lib.loop import Options, run
+from harness_lib.state import DiskFullError, StateFileError, journal_path, load, make_reserve, new_run, save, state_path
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+
+
+def snap(directory):
+    """The files of a state folder, as bytes (what a kill at this instant would leave)."""
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+def restore(files, directory):
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+
+
+def runaway(provider, tmp_path, turns: int, monkeypatch, min_compact=None):
+    """The runaway, ``turns`` turns, saved to tmp_path/runs; after every save, the folder's bytes and the
+    state as it was saved."""
+    if min_compact is not None:
+        monkeypatch.setattr(journal, "MIN_COMPACT", min_compact)
+    points, compactions = [], []
+    real_save, real_compact = loop_module.save, state_module._compact
+
+    def recording_save(state, directory, **kw):
+        path = real_save(state, directory, **kw)
+        points.append((snap(directory), json.loads(json.dumps(state.to_dict()))))
+        return path
+
+    def counting_compact(state, directory, path, final):
+        compactions.append(state.turns)
+        return real_compact(state, directory, path, final)
+
+    monkeypatch.setattr(loop_module, "save", recording_save)
+    monkeypatch.setattr(state_module, "_compact", counting_compact)
+    d = tmp_path / "runs"
+    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r"),
+                            Workspace.copy_of(into=tmp_path / "ws").tools(),
+                            Options(base_url=provider.base_url, state_dir=d, max_turns=turns)))
+    return d, state, points, compactions
+
+
+def test_every_save_loads_back_as_the_state_it_saved(provider, tmp_path, monkeypatch):
+    d, state, points, compactions = runaway(provider, tmp_path, 12, monkeypatch)
+    assert state.status == "max_turns_exceeded" and len(points) >= 24
+    assert compactions == [0, 12]  # the first save and the stop: every other save was one appended line
+    for files, saved in points:
+        restore(files, d)
+        assert load(d, "r").to_dict() == saved
+    assert not journal_path(d, "r").exists()  # a stopped run is its snapshot alone
+
+
+def test_compaction_mid_run_keeps_every_save_and_bounds_the_journal(provider, tmp_path, monkeypatch):
+    d, state, points, compactions = runaway(provider, tmp_path, 30, monkeypatch, min_compact=0)
+    assert len(compactions) >= 5, compactions  # the journal outgrew the snapshot several times
+    for files, saved in points:
+        assert len(files.get("r.journal", b"")) <= len(files["r.json"]) + 4096  # at most ~ the snapshot, + a line
+        restore(files, d)
+        assert load(d, "r").to_dict() == saved
+
+
+def test_a_save_appends_a_line_that_does_not_grow_with_the_transcript(provider, tmp_path, monkeypatch):
+    d, state, points, _ = runaway(provider, tmp_path, 40, monkeypatch)
+    lines = [len(files["r.journal"]) for files, _ in points if "r.journal" in files]
+    steps = [b - a for a, b in zip(lines, lines[1:]) if b > a]
+    early, late = steps[:10], steps[-10:]
+    assert max(late) < 1.5 * max(early), (early, late)  # turn 40 appends what turn 5 did, not the transcript
+    assert len(points[-2][0]["r.json"]) == len(points[1][0]["r.json"])  # the snapshot was not rewritten
+
+
+# -- hostile journals -----------------------------------------------------------------------------------
+@pytest.fixture
+def mid_run(provider, tmp_path, monkeypatch):
+    """A run killed at turn 6: its snapshot, and a journal of a dozen lines."""
+    d, _, points, _ = runaway(provider, tmp_path, 10, monkeypatch)
+    monkeypatch.undo()  # the recording ends here
+    files, saved = next((f, s) for f, s in points if s["turns"] == 6 and s["messages"][-1]["role"] == "tool")
+    restore(files, d)
+    assert load(d, "r").to_dict() == saved and files["r.journal"].count(b"\n") >= 10
+    return d, saved
+
+
+def test_a_torn_last_line_is_dropped(mid_run):
+    d, saved = mid_run
+    path = journal_path(d, "r")
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:-1]) + lines[-1][:len(lines[-1]) // 2])  # the last write cut short
+    before = load(d, "r")
+    assert before.messages == saved["messages"][:-1]  # the last save (a tool's result) is lost, nothing else
+    path.write_bytes(b"".join(lines[:-1]) + b"\0" * 300)  # a power cut can leave zeros where the line was
+    assert load(d, "r").to_dict() == before.to_dict()
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_damaged_line_that_a_crash_cannot_leave_is_refused(mid_run, where):
+    d, _ = mid_run
+    path = journal_path(d, "r")
+    lines = path.read_bytes().splitlines(keepends=True)
+    i = {"first": 0, "middle": len(lines) // 2, "last": len(lines) - 1}[where]
+    lines[i] = lines[i].replace(b'"turns":', b'"turns": ', 1) if b'"turns":' in lines[i] else \
+        lines[i][:20] + bytes([lines[i][20] ^ 1]) + lines[i][21:]
+    path.write_bytes(b"".join(lines))
+    before = snap(d)
+    with pytest.raises(StateFileError) as e:
+        load(d, "r")
+    assert str(path) in str(e.value) and f"line {i + 1}" in str(e.value) and "checksum" in str(e.value)
+    assert snap(d) == before  # nothing is rewritten
+
+
+def frame(entry: dict) -> bytes:
+    body = json.dumps(entry, separators=(",", ":")).encode()
+    return b"%08x " % zlib.crc32(body) + body + b"\n"
+
+
+def test_a_missing_line_is_refused(mid_run):
+    d, _ = mid_run
+    path = journal_path(d, "r")
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:3] + lines[4:]))
+    with pytest.raises(StateFileError, match="line 4 is save 5, expected 4: a line is missing"):
+        load(d, "r")
+
+
+def test_a_well_framed_line_that_edits_the_run_is_refused_by_the_whole_state_check(mid_run):
+    """A checksum is no signature: an editor can frame a line. The state it makes is checked whole."""
+    d, saved = mid_run
+    path = journal_path(d, "r")
+    last = json.loads(path.read_bytes().splitlines()[-1].split(b" ", 1)[1])
+    path.write_bytes(path.read_bytes() + frame({"j": last["j"], "n": last["n"] + 1, "set": {"cost_usd": 0.0},
+                                                "add": {}}))
+    with pytest.raises(StateFileError) as e:
+        load(d, "r")
+    assert f"{state_path(d, 'r')} (with the " in str(e.value) and "cost_usd is not the sum of per_turn" in str(e.value)
+    for entry, says in [({"set": {"messages": []}, "add": {}}, "sets 'messages'"),
+                        ({"set": {}, "add": {"turns": [1]}}, "adds to 'turns'"),
+                        ({"set": [], "add": {}}, "not a change to a run")]:
+        path.write_bytes(path.read_bytes().rsplit(b"\n", 2)[0] + b"\n" +
+                         frame({"j": last["j"], "n": last["n"] + 1, **entry}))
+        with pytest.raises(StateFileError, match=says):
+            load(d, "r")
+
+
+def test_a_journal_without_its_snapshot_is_refused(mid_run):
+    d, _ = mid_run
+    state_path(d, "r").unlink()
+    with pytest.raises(StateFileError, match=r"r\.json: no such state file \(its journal r\.journal is there"):
+        load(d, "r")
+
+
+def test_another_snapshot_under_the_journal_is_not_extended_by_it(mid_run):
+    """The journal's lines name their snapshot by digest: put another snapshot in place (an older one, an
+    edited one) and none of the lines apply; an old line after the snapshot's own is refused."""
+    d, saved = mid_run
+    path = journal_path(d, "r")
+    data = json.loads(state_path(d, "r").read_bytes())
+    data["meta"] = {**data["meta"], "note": "edited"}
+    state_path(d, "r").write_text(json.dumps(data))
+    assert load(d, "r").turns == data["turns"] < saved["turns"]  # the snapshot alone
+    restore_lines = path.read_bytes()
+    own = frame({"j": journal.digest(state_path(d, "r").read_bytes()), "n": 1, "set": {"error": "x"}, "add": {}})
+    path.write_bytes(own + restore_lines)
+    with pytest.raises(StateFileError, match="line 2 belongs to another snapshot, after lines of this one"):
+        load(d, "r")
+
+
+# -- compaction, killed between its steps -------------------------------------------------------------
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs (no except clause of the harness catches it)."""
+
+
+class OsWith:
+    """The os module with some functions replaced, for one module of the harness (os itself is untouched)."""
+
+    def __init__(self, **replaced):
+        self.replaced = replaced
+
+    def __getattr__(self, name):
+        return self.replaced.get(name, getattr(os, name))
+
+
+def die(*args, **kwargs):
+    raise Killed()
+
+
+def compaction_killed(d, monkeypatch, step: str):
+    """Load the mid-run state, change it, and save with a compaction that dies at ``step``."""
+    state = load(d, "r")
+    save(state, d)                                  # this process's first save: a compaction
+    state.meta["step"] = step
+    state.messages.append({"role": "user", "content": "more"})
+    save(state, d, sync=False)                      # a line in the new journal
+    after_line = state.to_dict()
+    state.error = "changed"
+    final = step == "before the journal is removed"
+    if final:
+        state.status = "interrupted"
+        monkeypatch.setattr(state_module.Path, "unlink", die)
+    elif step == "before the rename":
+        monkeypatch.setattr(state_module, "os", OsWith(replace=die))
+    else:
+        monkeypatch.setattr(state_module, "os", OsWith(replace=lambda *a: (os.replace(*a), die())))
+    with pytest.raises(Killed):
+        state_module._compact(state, d, state_path(d, "r"), final=final)
+    monkeypatch.undo()
+    return after_line, state.to_dict()
+
+
+@pytest.mark.parametrize("step", ["before the rename", "after the rename", "before the journal is removed"])
+def test_a_compaction_killed_between_its_steps_loses_nothing(mid_run, monkeypatch, step):
+    d, _ = mid_run
+    after_line, whole = compaction_killed(d, monkeypatch, step)
+    loaded = load(d, "r").to_dict()
+    if step == "before the rename":
+        assert loaded == after_line  # the old snapshot and its journal: the save in progress is lost, no other
+    else:
+        assert loaded == whole       # the new snapshot; the journal's lines, older than it, are not applied again
+        assert journal_path(d, "r").exists()
+    state = load(d, "r")
+    state.messages.append({"role": "user", "content": "after"})
+    save(state, d)
+    save(state, d)  # no change: nothing appended
+    assert load(d, "r").to_dict() == state.to_dict()
+
+
+# -- disk full, two owners ------------------------------------------------------------------------------
+def test_disk_full_during_an_append_saves_the_run_in_its_reserve(mid_run, monkeypatch):
+    d, _ = mid_run
+    state = load(d, "r")
+    save(state, d)
+    make_reserve(d, "r", 1 << 16)
+    real_write = os.write
+
+    def full(fd, data):
+        real_write(fd, data[:len(data) // 2])  # half the line lands, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(journal, "os", OsWith(write=full))
+    state.messages.append({"role": "user", "content": "the last change"})
+    with pytest.raises(DiskFullError):
+        save(state, d)
+    monkeypatch.undo()
+    assert load(d, "r").to_dict() == state.to_dict()  # whole, in the snapshot written into the reserve
+    assert not journal_path(d, "r").exists()
+
+
+def test_disk_full_during_an_append_without_a_reserve_keeps_the_last_save(mid_run, monkeypatch):
+    d, saved = mid_run
+    state = load(d, "r")
+    save(state, d)
+    real_write = os.write
+
+    def full(fd, data):
+        real_write(fd, data[:len(data) // 3])
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(journal, "os", OsWith(write=full))
+    state.messages.append({"role": "user", "content": "lost"})
+    with pytest.raises(OSError) as e:
+        save(state, d)
+    assert e.value.errno == errno.ENOSPC and not isinstance(e.value, DiskFullError)
+    assert load(d, "r").to_dict() == saved  # the torn line is dropped; the last save is whole
+
+
+def test_two_owners_of_one_run(mid_run):
+    """Across processes the lock refuses the second owner (one flock per open file, so a second open in
+    this process stands for another process). In one process, without the lock, two state objects of one
+    run saving in turn: each notices the other's snapshot, and the file is always the last saver's run."""
+    d, _ = mid_run
+    with RunLock(d, "r"):
+        with pytest.raises(RunLockError, match="in use by process"):
+            with RunLock(d, "r"):
+                pass
+    a, b = load(d, "r"), load(d, "r")
+    save(a, d)
+    a.messages.append({"role": "user", "content": "a1"})
+    save(a, d)
+    save(b, d)
+    b.messages.append({"role": "user", "content": "b1"})
+    save(b, d)
+    assert load(d, "r").to_dict() == b.to_dict()
+    a.messages.append({"role": "user", "content": "a2"})
+    save(a, d)  # a's journal belongs to a snapshot that b replaced: a rewrites the run whole
+    assert load(d, "r").to_dict() == a.to_dict()
+
+
+def test_a_list_edited_in_place_is_written_whole(mid_run):
+    d, _ = mid_run
+    state = load(d, "r")
+    save(state, d)
+    state.messages[-1] = {"role": "user", "content": "replaced"}  # not an append: the journal cannot say it
+    save(state, d)
+    assert load(d, "r").to_dict() == state.to_dict()
+    state.per_turn = list(state.per_turn)  # another list object
+    state.per_turn[-1] = dict(state.per_turn[-1], cost_usd=state.per_turn[-1]["cost_usd"])
+    state.messages.pop()
+    save(state, d)
+    assert load(d, "r").to_dict() == state.to_dict()
+
+
+def test_the_command_line_continues_a_run_from_its_journal(mid_run, provider):
+    from harness_lib.cli import main
+    d, saved = mid_run
+    assert main(["resume", "r", "--state-dir", str(d), "--base-url", provider.base_url, "--max-turns", "8",
+                 "--json"]) == 0
+    state = load(d, "r")
+    assert state.turns == 8 and state.messages[:len(saved["messages"])] == saved["messages"]
+
+
+def test_a_field_that_changes_only_its_type_is_saved(tmp_path):
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r")
+    state.own_cost_usd = 0
+    save(state, tmp_path)
+    state.own_cost_usd = 0.0
+    save(state, tmp_path)  # equal to 0, but not the same in the file
+    assert type(load(tmp_path, "r").own_cost_usd) is float and journal_path(tmp_path, "r").exists()
