@@ -414,11 +414,7 @@ def test_unknown_path_is_404(provider, http, method, path):
 
 # -- injected faults ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def faulty():
-    with ScriptedProvider() as p:
-        yield p
-
+# `faulty` (conftest.py): a provider of each test's own, so no fault outlives its test.
 
 GOOD = {"model": "plan", "messages": FIXTURE, "tools": TOOLS}
 
