@@ -3,6 +3,8 @@ chapter's own behaviour, which must not move."""
 
 import asyncio
 
+import pytest
+
 from harness_lib.chapter import beyond as B
 from harness_lib.chapter import plots
 
@@ -11,6 +13,7 @@ def go(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.slow
 def test_permanent_errors_beside_the_chapters_run(url):
     table, runs, m = go(B.permanent_errors(url))
     # the chapter's run, untouched by default
@@ -26,6 +29,7 @@ def test_permanent_errors_beside_the_chapters_run(url):
     assert plots.png(B.permanent_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cap_forecast_on_the_runaway(url):
     table, curve, m = go(B.cap_forecast(url))
     assert m["forecast.k3.max_error_pct"] < 1  # the issue's bar; in fact 0
@@ -35,6 +39,7 @@ def test_cap_forecast_on_the_runaway(url):
     assert len(curve) == 100 and curve["predicted_usd"].is_monotonic_increasing
 
 
+@pytest.mark.slow
 def test_forecast_breaks_where_its_assumption_does(url):
     breaks, m = go(B.forecast_breaks(url))
     assert m["forecast.breaks.runaway"] == 0

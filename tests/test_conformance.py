@@ -225,6 +225,7 @@ def test_429_waits_as_long_as_retry_after_says(tmp_path):
     assert state.status == "completed" and retry["delay_s"] == 0.2
 
 
+@pytest.mark.slow
 def test_a_server_loading_its_model_is_waited_for_visibly(tmp_path):
     loading = error("llamacpp_loading_503")
     with ReplayServer.of("llamacpp").then(*[loading] * 3) as replay:  # more than max_retries
@@ -234,6 +235,7 @@ def test_a_server_loading_its_model_is_waited_for_visibly(tmp_path):
     assert waits[-1]["waited_s"] >= 2  # a second apart: visible, not a hammering
 
 
+@pytest.mark.slow
 def test_the_wait_for_a_loading_model_is_bounded(tmp_path):
     loading = error("llamacpp_loading_503")
     with ReplayServer.of("llamacpp").then(*[loading] * 50) as replay:
@@ -252,6 +254,7 @@ def test_the_wait_for_a_loading_model_is_bounded(tmp_path):
     assert 1.5 <= took < 1.5 + 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [{"hang": True}, {"trickle": 0.1}], ids=["headers-then-nothing", "trickle"])
 def test_the_deadline_covers_the_whole_response(fault, tmp_path):
     with ReplayServer.of("vllm").then(fault, fault) as replay:
@@ -289,6 +292,7 @@ def cli_json(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_the_environment_seam_is_honoured_and_flags_win(tmp_path, capsys, monkeypatch):
     with ReplayServer.of("ollama") as replay, ReplayServer.of("vllm") as other:
         monkeypatch.setenv("LLM_BASE_URL", replay.base_url)
@@ -321,6 +325,7 @@ def test_prices_are_the_readers(capsys):
     assert "cost=unknown (no price given)" in line and "$" not in line
 
 
+@pytest.mark.slow
 def test_the_default_turn_cap_stops_a_runaway_and_can_be_removed(capsys):
     """A model that calls list_files 55 times, then answers: the default cap (50) stops it; without a cap
     it finishes at turn 56."""

@@ -25,6 +25,7 @@ def test_plan(url):
     assert list(transcript.role) == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 
 
+@pytest.mark.slow
 def test_turn_cap(url):
     table, m = go(E.cap_table(url))
     assert (m["cap.in8"], m["cap.in50"], m["cap.in100"]) == (3431, 88649, 337299)
@@ -34,6 +35,7 @@ def test_turn_cap(url):
     assert list(table.tool_runs) == [7, 19, 49, 99]  # the last turn's call is left pending
 
 
+@pytest.mark.slow
 def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
     table, _ = go(E.cap_table(url, caps=(8, 20)))
     long = go(E.scenario(url, "runaway", max_turns=30))

@@ -140,6 +140,7 @@ def _figures():
     }
 
 
+@pytest.mark.slow
 def test_every_plot_returns_a_figure_that_renders():
     for name, fig in _figures().items():
         assert isinstance(fig, Figure), name

