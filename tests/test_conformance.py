@@ -275,9 +275,13 @@ def test_an_endless_body_is_refused_at_the_size_cap(tmp_path):
     with ReplayServer.of("vllm").then({"endless": True}) as replay:
         started = time.monotonic()
         state, _ = drive(tmp_path, replay.base_url, max_response_bytes=2 * 2 ** 20, timeout_s=10)
+        took, sent = time.monotonic() - started, replay.endless_bytes
     # refused at the cap (the error says so), not cut by the attempt's deadline: well inside it
     assert state.status == "failed" and "larger than 2,097,152 bytes" in state.error
-    assert time.monotonic() - started < 10 / 2
+    assert took < 10 / 2
+    # and it stopped reading there: the server got to send the cap and what the sockets' buffers hold
+    # (a few MiB on loopback), not the 100 MiB that a cap acting 50 times too late would take in
+    assert sent < 10 * 2 * 2 ** 20, f"{sent:,} bytes sent"
 
 
 def test_an_error_inside_a_stream_fails_the_run(tmp_path):
