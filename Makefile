@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test bench lab clean local
+.PHONY: chapter test check bench lab clean local
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ chapter: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
+
+# The developer's loop: every test but those marked `slow` (child processes, real sleeps, the browser, the
+# notebooks, the campaigns). `make test` runs everything, as CI does: run it before you push.
+check: $(STAMP)
+	$(BIN)/python -m pytest tests -m "not slow" -q -p no:cacheprovider
 
 # Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
 # before a user's own kernelspecs, so "python3" is the kernel this environment installed).

@@ -41,6 +41,7 @@ class ReplayServer:
         self.replies, self.stream = replies, stream
         self.requests: list[dict] = []   # every request body received
         self.faults: list[dict] = []     # spent one per request, in order
+        self.endless_bytes = 0           # what an `endless` body got to send before the client hung up
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         owner = self
@@ -111,6 +112,7 @@ class ReplayServer:
             chunk = b'{"pad":"' + b"x" * 65536
             while not self.stopping.is_set():
                 h.wfile.write(chunk)
+                self.endless_bytes += len(chunk)
 
     def _send(self, h, status: int, payload: bytes, headers: dict | None = None):
         h.send_response(status)

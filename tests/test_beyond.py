@@ -3,6 +3,8 @@ chapter's own behaviour, which must not move."""
 
 import asyncio
 
+import pytest
+
 from harness_lib.chapter import beyond as B
 from harness_lib.chapter import plots
 
@@ -11,6 +13,7 @@ def go(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.slow
 def test_permanent_errors_beside_the_chapters_run(url):
     perm = go(B.permanent_errors(url))
     table, m = perm.table, perm.measured
@@ -27,6 +30,7 @@ def test_permanent_errors_beside_the_chapters_run(url):
     assert plots.png(B.permanent_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cap_forecast_on_the_runaway(url):
     fc = go(B.cap_forecast(url))
     table, curve, m = fc.table, fc.curve, fc.measured
@@ -37,6 +41,7 @@ def test_cap_forecast_on_the_runaway(url):
     assert len(curve) == 100 and curve["predicted_usd"].is_monotonic_increasing
 
 
+@pytest.mark.slow
 def test_forecast_breaks_where_its_assumption_does(url):
     result = go(B.forecast_breaks(url))
     breaks, m = result.table, result.measured

@@ -26,6 +26,7 @@ def test_plan(url):
     assert list(plan.transcript.role) == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 
 
+@pytest.mark.slow
 def test_turn_cap(url):
     capped = go(E.cap_table(url))
     table, m = capped.table, capped.measured
@@ -36,6 +37,7 @@ def test_turn_cap(url):
     assert list(table.tool_runs) == [7, 19, 49, 99]  # the last turn's call is left pending
 
 
+@pytest.mark.slow
 def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
     table = go(E.cap_table(url, caps=(8, 20))).table
     long = go(E.scenario(url, "runaway", max_turns=30))
@@ -104,12 +106,16 @@ def test_resume_after_sigkill(url, tmp_path):
 def test_cancellation(url):
     scans = go(E.cancellation(url))
     table, m = scans.table, scans.measured
+    # The chapter's own times (a tick every 500 ms, a 3 s scan): the figures themselves, so absolute, a little
+    # wider than the chapter's tolerance (harness_lib/data/chapter_figures.csv); a sleep is never early, only late.
     assert 450 <= m["cancel.progress1"] <= 600 and 950 <= m["cancel.progress2"] <= 1100
     assert 2950 <= m["cancel.full"] <= 3300 and m["cancel.full_status"] == "completed"
     assert (m["cancel.stop_status"], m["cancel.reason"]) == ("interrupted", "user pressed Stop")
-    assert m["cancel.click_to_stop"] <= 50
     deaf = table.loc["Stop at 1.2 s, tool deaf to Stop"]
     assert deaf.status == "interrupted" and deaf.stopped_after_ms >= 2900
+    # Click to stop, against the same Stop measured in the same experiment with a tool deaf to it (~1.8 s):
+    # under a tenth of it. A Stop that waited even for the scan's next tick (300 ms away) could not.
+    assert m["cancel.click_to_stop"] < deaf.stop_to_end_ms / 10, (m["cancel.click_to_stop"], deaf.stop_to_end_ms)
 
 
 def test_trace_equals_the_chapter(url, tmp_path):

@@ -1,9 +1,14 @@
 """The notebook's Stop button is the chapter's Stop: interrupting a kernel during a top-level ``await``
-of a run ends the run as interrupted / cancelled, within milliseconds, with its state saved."""
+of a run ends the run as interrupted / cancelled, within milliseconds, with its state saved.
 
+Times are judged against what Stop must not wait for (the scan's remaining seconds, its next tick, the
+cell's next runs), never against a fixed window: each check fails when Stop waits, on any machine."""
+
+import json
 import time
 
 import pytest
+from scan_ticks import ended_before_the_next_tick
 
 jupyter_client = pytest.importorskip("jupyter_client.manager")
 
@@ -16,6 +21,7 @@ from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
 provider = ScriptedProvider().start()
 state_dir = tempfile.mkdtemp()
 state = new_run(SYSTEM_PROMPT, TASK, "slow", run_id="k1")
+ticks = []
 """
 
 
@@ -25,7 +31,7 @@ def test_kernel_interrupt_cancels_the_run_and_saves_it():
     try:
         assert kc.execute_interactive(SETUP, timeout=60)["content"]["status"] == "ok"
         msg_id = kc.execute("state = await run(state, Workspace.copy_of().tools(), "
-                            "Options(base_url=provider.base_url, state_dir=state_dir))")
+                            "Options(base_url=provider.base_url, state_dir=state_dir, on_progress=ticks.append))")
         time.sleep(1.0)  # the scan (3 s) is under way
         pressed = time.monotonic()
         km.interrupt_kernel()
@@ -37,10 +43,13 @@ def test_kernel_interrupt_cancels_the_run_and_saves_it():
         elapsed = time.monotonic() - pressed
         outputs = []
         kc.execute_interactive("saved = load(state_dir, 'k1'); print(state.status, saved.status, "
-                               "saved.interruption['type'], saved.turns)",
+                               "saved.interruption['type'], saved.turns, len(ticks))",
                                output_hook=lambda m: outputs.append(m["content"].get("text", "")), timeout=30)
-        assert "".join(outputs).split() == ["interrupted", "interrupted", "cancelled", "1"]
-        assert elapsed < 1.0  # far less than the 2 s the scan still had to go
+        *ended, ticks = "".join(outputs).split()
+        assert ended == ["interrupted", "interrupted", "cancelled", "1"]
+        # The scan did not run to its end (6 ticks), and the cell ended before the 2 s the scan still had to
+        # go were up (about 1.0 s in), where a Stop that waited for the tool could not.
+        assert int(ticks) < 6 and elapsed < 3.0 - 1.0, (ticks, elapsed)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -92,18 +101,20 @@ def kernel():
 @pytest.mark.slow
 def test_stop_during_09s_scan_ends_the_run_with_the_chapters_reason_at_once(kernel):
     km, kc = kernel
-    msg_id = kc.execute("state, press = await session.press_stop_during_scan(url, progress=lambda line: None)")
+    assert _run(kc, "import time; ticks = []")[0] == "ok"
+    msg_id = kc.execute("state, press = await session.press_stop_during_scan(url, progress=lambda line: "
+                        "ticks.append(time.perf_counter()) if 'scanned' in line else None)")
     # 1.25 s in: midway between the scan's 500 ms ticks, the next one 250 ms away. ipykernel's own
     # handler ends the run only at that tick; ours must not wait for it.
     _, elapsed = _interrupt_and_wait(km, kc, msg_id, 1.25)
-    status, text = _run(kc, "print(state.status, repr(state.interruption['reason']), press.pressed, "
-                            "round(press.to_end_ms))")
+    status, text = _run(kc, "import json; print(json.dumps([state.status, state.interruption['reason'], "
+                            "press.pressed, press.at, press.ended, ticks]))")
     assert status == "ok"
-    got_status, reason, pressed, to_end_ms = text.split(" ", 1)[0], text.split("'")[1], "True" in text, \
-        int(text.split()[-1])
+    got_status, reason, pressed, at, ended, ticks = json.loads(text)
     assert (got_status, reason, pressed) == ("interrupted", "user pressed Stop", True)
-    assert to_end_ms < 125  # well before the next tick (250 ms away); measured 2-7 ms on two cores
-    assert elapsed < 1.0
+    problem = ended_before_the_next_tick(ticks, at, ended)
+    assert problem is None, problem  # measured 2-7 ms from the press to the end, on two cores
+    assert elapsed < 3.0 - 1.25  # the cell too ended before the scan would have
     # The next cell inspects the run on disk and resumes it: the scan runs again and the run completes.
     status, text = _run(kc, "saved = session.load(); print(saved.status, saved.interruption['reason']); "
                             "done = await session.resume(url, progress=lambda line: None); print(done.status)")
@@ -111,11 +122,13 @@ def test_stop_during_09s_scan_ends_the_run_with_the_chapters_reason_at_once(kern
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cell", [
-    "table, timelines, measured = await ex.cancellation(url)",         # 09's three scans, ~7.5 s left alone
-    "table, slope, intercept, measured = await ex.latency(repeats=3)",  # 11's providers of growing latency, ~5 s
+@pytest.mark.parametrize("cell,must_end_within_s", [
+    # 09's three scans (3 s, 1.2 s, 3 s): Stop 1 s into the first, which had 2 s to go
+    ("table, timelines, measured = await ex.cancellation(url)", 2.0),
+    # 11's providers of growing latency (~5 s left alone): half of the 4 s still to do
+    ("table, slope, intercept, measured = await ex.latency(repeats=3)", 2.0),
 ])
-def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(kernel, cell):
+def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(kernel, cell, must_end_within_s):
     km, kc = kernel
     assert _run(kc, "table = 'before'")[0] == "ok"
     msg_id = kc.execute(cell)
@@ -124,7 +137,9 @@ def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(ker
     assert len(errors) == 1 and errors[0]["ename"] == "Stopped"
     assert errors[0]["traceback"] == ["Stopped: user pressed Stop; the cell's partial result was discarded. "
                                       "Run it again for a whole one."]
-    assert elapsed < 1.0
+    # Relative to what the cell still had to do: a cell that waited for the scan under way, or went on to
+    # its next runs, could not end this soon; a Stop heard at once ends it in milliseconds.
+    assert elapsed < must_end_within_s
     status, text = _run(kc, "print(table)")
     assert status == "ok" and text.strip() == "before"  # nothing half-assigned
     status, text = _run(kc, "state, press = await session.press_stop_during_scan(url, progress=lambda l: None); "

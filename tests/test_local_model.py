@@ -127,6 +127,7 @@ def test_a_port_taken_is_named_and_nothing_starts(fake):
         assert server.process is None
 
 
+@pytest.mark.slow
 def test_the_server_never_coming_up_is_a_timeout_and_it_is_stopped(fake):
     server = fake("never", ready_timeout_s=1.5)
     started = time.monotonic()
@@ -143,6 +144,7 @@ def test_a_server_that_exits_while_loading_is_reported_with_its_output(fake):
     gone(server.process.pid)
 
 
+@pytest.mark.slow
 def test_progress_is_reported_while_loading(fake, monkeypatch):
     monkeypatch.setenv("FAKE_DELAY", "2.5")
     lines = []
@@ -265,6 +267,7 @@ def test_the_command_line_runs_a_task_on_the_local_model(fake_installed, capsys,
     assert "local model: ready at http://127.0.0.1:" in out.err
 
 
+@pytest.mark.slow
 def test_the_command_line_names_a_server_that_died(fake_installed, monkeypatch, capsys, tmp_path):
     from harness_lib import cli
     monkeypatch.setenv("FAKE_MODE", "segv")
@@ -329,12 +332,14 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
     assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
 
 
+@pytest.mark.slow
 def test_run_six_starts_and_stops_its_server(fake_installed):
     table = lm_chapter.run_six(max_turns=3)
     assert len(table) == 6 and table.attrs["load_s"] >= 0.3
     assert set(table.status) == {"completed"}
 
 
+@pytest.mark.slow
 def test_the_report_marks_section_12_as_measured_with_another_model(fake_installed):
     from harness_lib.chapter.figures import OTHER_MODEL, compare, tally
     measured = lm_chapter.section_12_live()
@@ -444,6 +449,7 @@ def test_the_turn_time_figure_shows_every_turn_of_both(url):
     assert ax.get_xscale() == "log" and lm_chapter.plots.png(fig).startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_a_run_on_the_local_model_resumes_on_it_and_its_port_is_no_change(fake_installed, capsys, tmp_path,
                                                                           monkeypatch):
     """The server's port is new each time: ``resume`` (as the run's own line says it, without --local-model)

@@ -103,10 +103,6 @@ def test_a_real_endpoint_needs_a_model_name_in_one_line(url):
     assert arun(ex.local_model(None)) is None  # no server configured: the recorded run is shown instead
 
 
-def test_saved_tool_results_is_zero_without_a_state_file(tmp_path):
-    assert ex._saved_tool_results(tmp_path, "nothing-here") == 0
-
-
 # -- plots ------------------------------------------------------------------------------------------
 def _prefix(n=12):
     turns = pd.DataFrame({"prompt_tokens": 204 + 64 * np.arange(n), "completion_tokens": [23] * n})
@@ -144,6 +140,7 @@ def _figures():
     }
 
 
+@pytest.mark.slow
 def test_every_plot_returns_a_figure_that_renders():
     for name, fig in _figures().items():
         assert isinstance(fig, Figure), name

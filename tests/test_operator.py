@@ -54,6 +54,7 @@ def test_hostile_text_reaches_the_terminal_visible():
         _ok(case)
 
 
+@pytest.mark.slow
 def test_the_issues_other_reports(provider):
     cases = C.issue_cases(provider)
     assert len(cases) == 6
@@ -142,6 +143,7 @@ def test_visible_shows_every_control_and_cannot_be_forged():
     assert json.loads(dumped) == value and "\x1b" not in dumped and "\u202e" not in dumped and "\x9b" not in dumped
 
 
+@pytest.mark.slow
 def test_sigterm_while_a_tool_runs_saves_the_run_and_exits_143(tmp_path, provider):
     p = subprocess.Popen([sys.executable, "-m", "harness_lib", "run", "slow", "--run-id", "r1", "--state-dir",
                           str(tmp_path), "--base-url", provider.base_url, "--trace", str(tmp_path / "t.jsonl")],
@@ -190,6 +192,7 @@ def test_a_strict_budget_without_a_budget_on_resume_is_refused_before_it_is_save
     assert code == 0 and json.loads(out)["status"] == "budget_exceeded"
 
 
+@pytest.mark.slow
 def test_a_run_made_in_process_resumes_under_the_default_turn_cap(tmp_path, provider):
     """A notebook's run saves no options: resumed from the command line it gets the default cap (it had
     none at all: the runaway scenario ran on until killed; here a budget, not the test, would stop it)."""
