@@ -31,6 +31,7 @@ def test_json_has_the_documented_fields(capsys):
     assert (s["turns"], s["cost_usd"]) == (9, 0.01078)
 
 
+@pytest.mark.slow
 def test_approval_across_two_processes(tmp_path):
     first = cli("run", "destructive", "--state-dir", str(tmp_path), "--run-id", "r1", "--json")
     s = json.loads(first.stdout)

@@ -131,6 +131,7 @@ def cost(usage: dict) -> float:
     return CHAPTER_PRICES.cost(usage["prompt_tokens"], usage["completion_tokens"])
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=st.lists(turn, max_size=7),
        cancel_model_at=st.sets(st.integers(0, 7), max_size=2),

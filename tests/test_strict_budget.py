@@ -70,6 +70,7 @@ def runaway_reply(t):
 
 
 # -- the chapter's budgets and a sweep between ----------------------------------------------------------------
+@pytest.mark.slow
 def test_strict_budget_is_never_crossed_over_the_sweep(url):
     table, m = go(B.strict_budgets(url))
     strict, chapter = table.xs("strict", level="check"), table.xs("chapter", level="check")
