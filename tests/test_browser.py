@@ -301,9 +301,13 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         assert "3 of 3 chapter figures reproduced exactly" in _outputs_text(_cell(page, "beside_the_chapter("))
     with steps.step("03: an unreasonable budget gets one line"):
         _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 'a lot'")
-        errors = page.locator(ERROR_OUTPUT).all_inner_texts()
-        assert len(errors) == 1 and errors[0].strip().startswith("ParameterError: BUDGETS accepts") \
-            and len(errors[0].strip().splitlines()) == 1, errors
+        # Every error the reader sees is the one line naming the parameter, never a traceback. Usually there is
+        # one: Run All sends every cell at once and the kernel drops the queue after an error. On a loaded
+        # machine a later cell's request can arrive after ipykernel's abort window (stop_on_error_timeout) and
+        # run, and the next cell that reads BUDGETS (the strict check's) then says the same line.
+        errors = [e.strip() for e in page.locator(ERROR_OUTPUT).all_inner_texts()]
+        assert errors and all(e.startswith("ParameterError: BUDGETS accepts") and len(e.splitlines()) == 1
+                              for e in errors), errors
     _shut_down_kernels(lab)
 
     with steps.step("Run All 09-cancellation"):
