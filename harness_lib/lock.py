@@ -36,7 +36,8 @@ def lock_path(directory: str | Path, run_id: str) -> Path:
 
 class RunLock:
     def __init__(self, directory: str | Path, run_id: str):
-        self.path, self.run_id, self.fd = lock_path(directory, run_id), run_id, None
+        self.path, self.run_id = lock_path(directory, run_id), run_id
+        self.fd: int | None = None
 
     def __enter__(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)

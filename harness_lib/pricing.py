@@ -56,8 +56,9 @@ class Pricing:
             return "no price given: tokens counted, dollars unknown"
         return f"${prices[0] * 1e6:g} / ${prices[1] * 1e6:g} per million tokens"
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """Dollars for a turn; 0.0 when no price is known (shown as unknown, never as a cost)."""
+    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
+        """Dollars for a turn (or a forecast's mean turn: tokens may be fractional); 0.0 when no price is
+        known (shown as unknown, never as a cost)."""
         if (prices := self._prices()) is None:
             return 0.0
         # Rounded to 1e-12 dollars so that sums of turns stay exact at the chapter's precision.

@@ -46,6 +46,7 @@ class Workspace:
         self.journal = self.root.parent / f"{self.root.name}.journal.jsonl"
         self.trash = self.root.parent / f"{self.root.name}.trash"
         self._tail_checked = False
+        self._cleanup: weakref.finalize | None = None  # a temporary copy's removal (``copy_of``)
 
     @classmethod
     def copy_of(cls, source: str | Path | None = None, into: str | Path | None = None) -> "Workspace":
@@ -70,7 +71,7 @@ class Workspace:
 
     def keep(self) -> "Workspace":
         """Keep a temporary copy after this object is gone (a saved run will need it to resume)."""
-        if getattr(self, "_cleanup", None) is not None:
+        if self._cleanup is not None:
             self._cleanup.detach()
         return self
 
