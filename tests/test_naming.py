@@ -50,8 +50,8 @@ USAGE = {"prompt_tokens", "completion_tokens"}  # the API's own names, kept as t
 
 
 def breaks_the_rule(data: dict) -> set:
-    """The snake_case keys in a state file's records that the rule (state.py) does not allow: the token counts
-    anywhere, and ``cost_usd`` only in a per_turn entry (a usage record)."""
+    """The snake_case keys in a state file's records that the rule (state.py) does not allow (it allows the token counts
+    anywhere, and ``cost_usd`` in a per_turn entry, a usage record)."""
     bad = set()
     for t in data.get("per_turn", []):
         bad |= {k for k in t if "_" in k} - USAGE - {"cost_usd"}
