@@ -17,7 +17,7 @@ After the reply (``settle``):
 
 * a reply cut at that ``max_tokens`` (``finish_reason: "length"``) is a budget stop, not a failure: the
   turn is paid and recorded (turns, tokens, cost, its trace line), the run ends ``budget_exceeded`` with a
-  reason, and the cut text is kept out of the transcript (it is in the interruption, ``cut_reply``), so
+  reason, and the cut text is kept out of the transcript (it is in the interruption, ``cutReply``), so
   nothing presents it as an answer and a run resumed with more money asks the model again;
 * a provider that billed more completion tokens than the ``max_tokens`` it was sent did not honour it:
   the guarantee rests on it, so the run ends ``failed`` saying so (whether or not this turn crossed);
@@ -156,7 +156,7 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
                  "will not help)" if turn.completion_tokens < allowed.max_tokens else "")
         return _refuse(f"the reply was cut at the max_tokens the budget bought ({turn.completion_tokens} of "
                        f"{allowed.max_tokens} tokens{short}; {spent}): paid and recorded, not an answer",
-                       cut_reply=cut)
+                       cutReply=cut)
     return None
 
 

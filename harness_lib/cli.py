@@ -216,7 +216,7 @@ class _Visible:
         type, line = event["type"], None
         if type == "retry":
             line = (f"      {'waiting: the server is loading its model' if event.get('loading') else 'retry'}: "
-                    f"{event['problem']} (next try in {event['delay_s']} s)")
+                    f"{event['problem']} (next try in {event['delayS']} s)")
         elif self.steps and type == "turn":
             est = ", estimated" if event.get("estimated") else ""
             line = (f"   step {event['turn']}: {event['prompt_tokens']:,} in, {event['completion_tokens']:,} "

@@ -298,8 +298,8 @@ class ModelClient:
                     delay = min(self._delay(0, response) if response.headers.get("Retry-After") else 1.0,
                                 self.load_wait_s - waited)
                     if self.on_retry:
-                        self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3),
-                                       "loading": True, "waited_s": round(waited, 1)})
+                        self.on_retry({"attempt": attempt + 1, "problem": problem, "delayS": round(delay, 3),
+                                       "loading": True, "waitedS": round(waited, 1)})
                     await asyncio.sleep(delay)
                     continue
                 if status not in RETRYABLE:
@@ -314,7 +314,7 @@ class ModelClient:
                 self.on_text(f"\n[the answer stopped short ({problem}); asking again]\n")
                 self.shown = False
             if self.on_retry:
-                self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3)})
+                self.on_retry({"attempt": attempt + 1, "problem": problem, "delayS": round(delay, 3)})
             attempt += 1
             await asyncio.sleep(delay)
 

@@ -151,7 +151,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             return None
         rerun = call.id in state.started                               # a write begun by a process that died
         if rerun and not (tool and tool.idempotent):
-            books.answer(call, UNKNOWN_OUTCOME, ok=False, unknown_outcome=True)
+            books.answer(call, UNKNOWN_OUTCOME, ok=False, unknownOutcome=True)
             return None
         return await run_tool(call, tool, rerun)
 

@@ -12,6 +12,18 @@ and the loop picks up where the last save left it.
 ``load`` checks the file whole (types, shapes, numbers, ids, counters that agree with the per-turn
 record) and refuses, naming every problem, a file this harness did not write: a state file is input, and
 the README's threat model says what even a well-formed but edited one can and cannot make the harness do.
+
+Names. The state file's own fields are the dataclass's names, snake_case (``run_id``, ``tool_log``,
+``per_turn``; the file keeps ``cost_usd`` for ``own_cost_usd``). Every record inside them (a tool_log entry,
+a child's summary in ``subruns``, an interruption) and every trace line use the chapter's camelCase
+(``runId``, ``callId``, ``toolName``, ``costUsd``, ``unknownOutcome``, ``cutReply``), except the API's token
+counts, ``prompt_tokens`` and ``completion_tokens``, which keep the wire's spelling as the chapter's trace
+does. A ``per_turn`` entry is a usage record, ``{prompt_tokens, completion_tokens, cost_usd}``: the
+API's usage object with the turn's own price beside it in the same spelling, as the CLI's ``--json``
+spells its usage. It stays snake_case on purpose: ``costUsd`` in the chapter's ``turn`` line is the run's
+spend so far, a turn's own price is another number and gets another name. The keys of ``config`` are the
+CLI's option names (``max_turns``, ``base_url``), and of ``rejected`` call ids: names, not fields. A file
+saved before this rule (version 1) is read in the new names (``upgrade``) and saved in them.
 """
 
 from __future__ import annotations
@@ -29,7 +41,8 @@ from typing import Literal, get_args
 
 from . import journal, testing
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: records in camelCase (``upgrade`` reads 1); a harness that reads 1 refuses a 2
+READS = (1, 2)
 Status = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 RESUMABLE = {"max_turns_exceeded", "budget_exceeded", "interrupted"}
@@ -47,13 +60,13 @@ class RunState:
     own_cost_usd: float = 0.0                             # this run's own spend (the file's "cost_usd")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    per_turn: list[dict] = field(default_factory=list)    # {prompt_tokens, completion_tokens, cost_usd}
+    per_turn: list[dict] = field(default_factory=list)    # {prompt_tokens, completion_tokens, cost_usd} (+ flags)
     tool_log: list[dict] = field(default_factory=list)    # {callId, toolName, args, signature, ok, ms} + flags
-    # (rejected, cached, unknown_outcome, rerun, permanent: each present only when true)
+    # (rejected, cached, unknownOutcome, rerun, permanent: each present only when true)
     approved: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)  # call id -> what the transcript slot says
     started: list[str] = field(default_factory=list)      # write calls begun (saved before they run)
-    subruns: list[dict] = field(default_factory=list)     # children's {runId, status, turns, cost_usd}
+    subruns: list[dict] = field(default_factory=list)     # children's {runId, status, turns, costUsd, messages}
     output: str | None = None
     error: str | None = None
     meta: dict = field(default_factory=dict)              # free-form: scenario, workspace, ...
@@ -68,7 +81,7 @@ class RunState:
 
     @property
     def subrun_cost_usd(self) -> float:
-        return round(sum(s.get("cost_usd", 0.0) for s in self.subruns), 12)
+        return round(sum(s.get("costUsd", 0.0) for s in self.subruns), 12)
 
     @property
     def total_cost_usd(self) -> float:
@@ -293,8 +306,9 @@ def load(directory: str | Path, run_id: str) -> RunState:
         raise StateFileError(f"{path}: cannot be read ({e.strerror or e})") from None
     if not isinstance(data, dict):
         raise StateFileError(f"{path}: expected a JSON object")
-    if data.get("version") != STATE_VERSION:
-        raise StateFileError(f"{path}: state version {data.get('version')!r}, this harness reads {STATE_VERSION}")
+    if data.get("version") not in READS:
+        raise StateFileError(f"{path}: state version {data.get('version')!r}, this harness reads "
+                             f"{' and '.join(map(str, READS))}")
     try:
         applied = journal.replay(data, jpath, journal.digest(raw), set(SCALARS.values()))
     except journal.JournalError as e:
@@ -302,6 +316,7 @@ def load(directory: str | Path, run_id: str) -> RunState:
         raise StateFileError(f"{jpath}: {visible(str(e))}; the files are left as they are") from None
     except OSError as e:
         raise StateFileError(f"{jpath}: cannot be read ({e.strerror or e})") from None
+    upgrade(data)
     problems = check(data, run_id)
     if problems:
         from .terminal import visible
@@ -309,6 +324,25 @@ def load(directory: str | Path, run_id: str) -> RunState:
         with_journal = f" (with the {applied} changes of {jpath.name})" if applied else ""
         raise StateFileError(f"{path}{with_journal}: {visible(shown)}; the file is left as it is")
     return RunState.from_dict(data)
+
+
+# -- a file saved before the naming rule ----------------------------------------------------------------------
+# Keys renamed inside records: (the field holding them, the old key, the new). Version 1 wrote the old.
+RENAMED = (("tool_log", "unknown_outcome", "unknownOutcome"), ("subruns", "cost_usd", "costUsd"),
+           ("interruption", "cut_reply", "cutReply"))
+
+
+def upgrade(data: dict) -> None:
+    """A version 1 file (snapshot and journal, replayed) in the current names, in place. A record holding
+    both spellings keeps its old key, which ``check`` then refuses: no harness writes both."""
+    if data.get("version") != 1:
+        return
+    for name, old, new in RENAMED:
+        held = data.get(name)
+        for record in held if isinstance(held, list) else [held]:
+            if isinstance(record, dict) and old in record and new not in record:
+                record[new] = record.pop(old)
+    data["version"] = STATE_VERSION
 
 
 # -- the whole-file check -----------------------------------------------------------------------------
@@ -404,8 +438,13 @@ def check(data: dict, run_id: str) -> list[str]:
                 and isinstance(r.get("ok"), bool)):
             p.append(f"tool_log[{i}] is not a tool run record")
     for i, r in enumerate(data.get("subruns", [])):
-        if not (isinstance(r, dict) and _money(r.get("cost_usd", 0))):
+        if not (isinstance(r, dict) and _money(r.get("costUsd", 0))):
             p.append(f"subruns[{i}] has no cost from 0 to 10^9")
+    for name, old, new in RENAMED:  # left by ``upgrade`` only beside the new name; never in a version 2 file
+        held = data.get(name)
+        for i, r in enumerate(held if isinstance(held, list) else [held]):
+            if isinstance(r, dict) and old in r:
+                p.append(f"{name}{f'[{i}]' if isinstance(held, list) else ''} has {old}, the old name of {new}")
     for key in ("output", "error"):
         if not _text(data.get(key), optional=True):
             p.append(f"{key} is not text or null")

@@ -248,7 +248,7 @@ def _failures(state: RunState) -> list[tuple[dict, str]]:
     transcript slot says."""
     said = {m.get("tool_call_id"): m.get("content") for m in state.messages if m.get("role") == "tool"}
     return [(r, str(said.get(r.get("callId"), ""))) for r in state.tool_log
-            if not r.get("ok") and not r.get("rejected") and not r.get("unknown_outcome")]
+            if not r.get("ok") and not r.get("rejected") and not r.get("unknownOutcome")]
 
 
 def permanent_error() -> StopCondition:

@@ -36,7 +36,7 @@ def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *
                                                     max_budget_usd=max_budget_usd if pricing.known else None,
                                                     pricing=pricing, trace=ctx.trace))
         ctx.report_subrun({"runId": out.run_id, "status": out.status, "turns": out.turns,
-                           "cost_usd": out.total_cost_usd, "messages": len(out.messages)})
+                           "costUsd": out.total_cost_usd, "messages": len(out.messages)})
         why = out.interruption or {}
         if out.status == "interrupted" and why.get("type") == "cancelled":
             raise asyncio.CancelledError(why["reason"])  # one Stop ends the tree

@@ -455,12 +455,12 @@ def run_fault_case(case: FaultCase, reference: dict | None = None) -> dict:
         retry_after = [float(f.split(":")[1]) for f in case.faults if f.startswith("429:")]
         for r in retries:
             if r["problem"].startswith("HTTP 429"):
-                if r["delay_s"] != retry_after.pop(0):
-                    problems.append(f"Retry-After not honoured: waited {r['delay_s']} s")
+                if r["delayS"] != retry_after.pop(0):
+                    problems.append(f"Retry-After not honoured: waited {r['delayS']} s")
             else:  # bounded, jittered exponential backoff
                 base = min(case.options.get("backoff_s", 0.25) * 2 ** (r["attempt"] - 1), 8.0)
-                if not base / 2 <= r["delay_s"] <= base:
-                    problems.append(f"backoff {r['delay_s']} s outside [{base / 2}, {base}]")
+                if not base / 2 <= r["delayS"] <= base:
+                    problems.append(f"backoff {r['delayS']} s outside [{base / 2}, {base}]")
         return {"case": case.name, "faults": list(case.faults), "status": state.status, "turns": state.turns,
                 "retries": len(retries), "error": state.error, "seconds": round(seconds, 3),
                 "requests": provider.requests, "problems": problems}

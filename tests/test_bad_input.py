@@ -174,7 +174,7 @@ STATE_FILES = {
     "empty": ("", "not valid JSON"),
     "binary garbage": (b"\x00\xff\xfe\x80 garbage", "not valid JSON ('utf-8' codec can't decode"),
     "not an object": ("[1, 2, 3]", "expected a JSON object"),
-    "wrong version": (json.dumps({**GOOD, "version": 2}), "state version 2, this harness reads 1"),
+    "a later version": (json.dumps({**GOOD, "version": 3}), "state version 3, this harness reads 1 and 2"),
     "no version": (json.dumps({k: v for k, v in GOOD.items() if k != "version"}), "state version None"),
     "another run's file": (json.dumps({**GOOD, "run_id": "r2"}), "run_id is 'r2'"),
     "an unknown status": (json.dumps({**GOOD, "status": "paused"}), "status 'paused' is not one of"),

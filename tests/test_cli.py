@@ -72,7 +72,7 @@ def test_step_lines_on_stderr_show_a_models_arguments_without_obeying_them(capsy
 
     trace = Trace(None, on_event=_Visible(steps=True))
     trace.emit("r", "tool_start", toolName="read_file", args='{"path":"a\r\x1b[2Kb"}', callId="c1")
-    trace.emit("r", "retry", problem="HTTP 503: \x1b]0;pwned\x07", delay_s=0.5)
+    trace.emit("r", "retry", problem="HTTP 503: \x1b]0;pwned\x07", delayS=0.5)
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\r" not in err and "\x07" not in err
     assert "\\x1b[2K" in err and "\\x1b]0;pwned" in err
@@ -89,4 +89,4 @@ def test_a_subagent_is_priced_at_the_runs_prices(tmp_path, capsys):
     (sub,) = load(tmp_path, "d1").subruns
     child = [e for e in read(trace) if e["type"] == "turn" and e["runId"] == sub["runId"]]
     tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in child)
-    assert len(child) == sub["turns"] >= 1 and sub["cost_usd"] == pytest.approx(tokens / 1e6, abs=1e-12)
+    assert len(child) == sub["turns"] >= 1 and sub["costUsd"] == pytest.approx(tokens / 1e6, abs=1e-12)

@@ -222,7 +222,7 @@ def test_429_waits_as_long_as_retry_after_says(tmp_path):
     with ReplayServer.of("openai").then(error("openai_429")) as replay:
         state, events = drive(tmp_path, replay.base_url, **FAST)
     (retry,) = [e for e in events if e["type"] == "retry"]
-    assert state.status == "completed" and retry["delay_s"] == 0.2
+    assert state.status == "completed" and retry["delayS"] == 0.2
 
 
 @pytest.mark.slow
@@ -232,7 +232,7 @@ def test_a_server_loading_its_model_is_waited_for_visibly(tmp_path):
         state, events = drive(tmp_path, replay.base_url, max_retries=1, **FAST)
     waits = [e for e in events if e["type"] == "retry"]
     assert state.status == "completed" and len(waits) == 3 and all(w["loading"] for w in waits)
-    assert waits[-1]["waited_s"] >= 2  # a second apart: visible, not a hammering
+    assert waits[-1]["waitedS"] >= 2  # a second apart: visible, not a hammering
 
 
 @pytest.mark.slow
@@ -248,7 +248,7 @@ def test_the_wait_for_a_loading_model_is_bounded(tmp_path):
     assert "still loading its model after" in state.error
     # The bound, by events: asked at 0, 1 and 1.5 s, then it gave up. A loaded machine only asks fewer
     # times; a wait that ignored its bound would go on through all 50 loading answers (a second apart).
-    assert 2 <= asked <= 3 and all(e["waited_s"] < 1.5 for e in events if e["type"] == "retry")
+    assert 2 <= asked <= 3 and all(e["waitedS"] < 1.5 for e in events if e["type"] == "retry")
     # The bound as time: never before load_wait_s; the upper bound is the promise with slack for a loaded
     # two-core machine (it ends about 1.5 s in), still far from the ~50 s of an unbounded wait.
     assert 1.5 <= took < 1.5 + 3

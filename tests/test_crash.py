@@ -137,7 +137,7 @@ def test_a_write_begun_before_a_crash_is_not_silently_run_again(tmp_path):
     out, _ = go(state, [tool], [], tmp_path)
     assert ran == [] and out.status == "completed"
     assert out.messages[3]["content"] == UNKNOWN_OUTCOME
-    assert out.tool_log[0]["unknown_outcome"] is True
+    assert out.tool_log[0]["unknownOutcome"] is True
 
 
 def test_a_write_is_recorded_as_begun_before_it_runs(tmp_path):

@@ -210,7 +210,7 @@ def test_subagent_has_its_own_window_and_reports_its_cost(provider):
     assert len(s.messages) == 5  # system, user, call, the child's summary, answer: not the child's reads
     (child,) = s.subruns
     assert child["status"] == "completed" and child["turns"] == 3 and child["messages"] == 7
-    assert s.total_cost_usd == pytest.approx(s.own_cost_usd + child["cost_usd"])
+    assert s.total_cost_usd == pytest.approx(s.own_cost_usd + child["costUsd"])
     assert {e["runId"] for e in trace.events} == {s.run_id, child["runId"]}
 
 
@@ -258,7 +258,7 @@ def test_a_child_without_a_price_runs_under_its_turn_cap_alone(provider):
     research = research_tool(ws.tools(), provider.base_url, "plan", pricing=UNPRICED)
     s, _, _ = go(provider, "delegate", workspace=ws, tools=[research, *ws.tools()], pricing=UNPRICED)
     (child,) = s.subruns
-    assert s.status == "completed" and child["status"] == "completed" and child["cost_usd"] == 0
+    assert s.status == "completed" and child["status"] == "completed" and child["costUsd"] == 0
 
 
 def test_runaway_child_stops_at_its_own_cap(provider):

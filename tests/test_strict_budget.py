@@ -144,7 +144,7 @@ def test_a_cut_reply_is_a_budget_stop_not_an_answer_and_resumes(url, tmp_path):
     assert (s.status, s.turns, s.error, s.output) == ("budget_exceeded", 3, None, None)
     assert s.own_cost_usd <= 0.0024 and s.per_turn[-1]["cut"] == "max_tokens"     # paid and recorded
     assert "cut at the max_tokens the budget bought" in s.interruption["reason"]
-    cut = s.interruption["cut_reply"]["content"]
+    cut = s.interruption["cutReply"]["content"]
     assert TIMEOUT_ANSWER.startswith(cut) and cut != TIMEOUT_ANSWER
     saved = load(tmp_path, s.run_id)  # on disk too, the transcript ends with the tool's result, not the cut text
     assert saved.messages[-1]["role"] == "tool" and saved.status == "budget_exceeded"

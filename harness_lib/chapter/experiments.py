@@ -842,7 +842,7 @@ async def subagent(base_url: str, child_model: str = "plan", child_max_turns: in
         {"run": "parent", "status": out.state.status, "turns": out.state.turns, "messages": len(out.state.messages),
          "own cost_usd": round(out.state.own_cost_usd, 6)},
         {"run": "child (research)", "status": child.get("status"), "turns": child.get("turns"),
-         "messages": child.get("messages"), "own cost_usd": child.get("cost_usd")}]).set_index("run")
+         "messages": child.get("messages"), "own cost_usd": child.get("costUsd")}]).set_index("run")
     return R.Subagent(out, table)
 
 
