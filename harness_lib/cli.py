@@ -649,6 +649,21 @@ def _changes(state: RunState, args) -> dict:
             if hasattr(args, name) and getattr(args, name) != state.config.get(name)}
 
 
+def _stays_scripted(state: RunState, base_url: str) -> None:
+    """A run made on the scripted provider continues only on a scripted provider: its model is a script's
+    name and its turns were priced at the chapter's made-up prices, so moved to a real model it would send
+    that name and go on costing what no one charges. Refused before anything is saved."""
+    from .scripted.scripts import SCRIPTS  # the command line knows both sides of the wire
+    if state.model not in SCRIPTS:
+        return
+    models = served_models(base_url, os.environ.get("LLM_API_KEY") or "not-needed")
+    if models and all(m.get("owned_by") == "scripted" for m in models):
+        return
+    raise SystemExit(f"error: run {state.run_id} was made on the scripted provider (model {state.model!r}, the "
+                     f"chapter's prices) and continues only there (no --base-url, or one `serve` gives); "
+                     f"{visible(base_url)} is not one: start a new run against it")
+
+
 def _price_past_turns(state: RunState, pricing: Pricing) -> None:
     """A run made without a price is given one: its turns so far cost what the new prices say (counted as
     $0 they made the total, and any budget given now, understate what was spent)."""
@@ -673,6 +688,9 @@ def cmd_resume(args) -> int:
             reject(state, args.reject, args.reason, silent=args.silent)
         changes = _changes(state, args)
         new = {**state.config, **{name: change["new"] for name, change in changes.items()}}
+        moved_to = getattr(args, "local_base_url", None) or (new["base_url"] if "base_url" in changes else None)
+        if moved_to:
+            _stays_scripted(state, moved_to)
         if (new["price_in"] is None) != (new["price_out"] is None):
             raise SystemExit("error: give both --price-in and --price-out (dollars per million tokens)")
         if new["price_in"] is None and new["base_url"] is None:  # a run made in-process on the scripted provider

@@ -9,6 +9,7 @@ environments, hostile text, the issue's other reports) run one case per test.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -89,6 +90,24 @@ def test_a_live_holder_refuses_resume_a_dead_one_does_not(tmp_path, provider):
     holder.wait()
     code, out, err = C.in_process("resume", "r1", "--state-dir", tmp_path, "--base-url", provider.base_url, "--json")
     assert code == 0 and json.loads(out)["status"] == "completed", err
+
+
+def test_a_scripted_run_is_not_moved_to_a_real_model_on_resume(tmp_path, provider):
+    """Its model is a script's name and its prices the chapter's: moved to another endpoint it would ask
+    for 'runaway' and go on costing made-up dollars. Refused in one line, the state file untouched; the
+    scripted provider (here, another one) is still welcome."""
+    assert main(["run", "runaway", "--run-id", "r1", "--max-turns", "2", "--state-dir", str(tmp_path)]) == 0
+    before = (tmp_path / "r1.json").read_bytes()
+    with socket.socket() as free:  # a port nothing listens on: an endpoint that cannot say it is scripted
+        free.bind(("127.0.0.1", 0))
+        elsewhere = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
+    code, out, err = C.in_process("resume", "r1", "--state-dir", tmp_path, "--base-url", elsewhere)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, err)
+    assert "made on the scripted provider (model 'runaway'" in err and elsewhere in err
+    assert (tmp_path / "r1.json").read_bytes() == before
+    code, out, err = C.in_process("resume", "r1", "--state-dir", tmp_path, "--base-url", provider.base_url,
+                                  "--max-turns", "3", "--json")
+    assert (code, json.loads(out)["turns"]) == (0, 3), err
 
 
 def test_resume_continues_with_the_runs_options_and_traces_a_change(tmp_path, provider):
