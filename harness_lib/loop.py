@@ -227,5 +227,6 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         except OSError:
             return state  # on disk: the last save (``running``, so resumable) with every paid turn in it
     finally:
+        trace.close()  # the file, not the Trace: a later line opens it again (a kept result holds no descriptor)
         if own is not None:
             await asyncio.shield(own.aclose())

@@ -32,7 +32,8 @@ class Trace:
         self.timestamps = timestamps
         self.on_event = on_event
         self.events: list[dict] = []  # this process's lines, for a notebook to look at
-        self._fd: int | None = None  # opened at the first line, closed by close() or when the Trace is collected
+        # opened at the first line; closed by close() (the loop's, when a run ends) or when the Trace is collected
+        self._fd: int | None = None
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = {"runId": run_id, "type": type, **fields}

@@ -1,0 +1,54 @@
+"""Where the merged pieces meet: the run's journal, the trace kept open, the ledger, the subagent's shared
+client, the command line. Each test here failed before the fix beside it (see the commit that added it)."""
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from harness_lib.loop import Options, run
+from harness_lib.state import new_run
+from harness_lib.testing import FakeModel, asks, call
+from harness_lib.trace import Trace, read
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+
+
+def open_files_under(folder) -> list[str]:
+    """The files under ``folder`` this process holds open (Linux: /proc/self/fd)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith(str(folder)):
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts descriptors in /proc/self/fd")
+def test_many_runs_in_one_process_leave_no_file_open(tmp_path):
+    """A notebook session keeps its runs' results, and each result its Trace: 200 runs, each with a trace
+    file of its own and a state dir, ended at each kind of stop, must not leave 200 descriptors open (the
+    trace used to keep its file open for as long as the Trace lived)."""
+    tools = Workspace.copy_of(into=tmp_path / "ws").tools()
+    runs_dir = tmp_path / "runs"
+    kept = []
+
+    async def many():
+        for i in range(200):
+            model = FakeModel([asks(call("c1", "read_file", {"path": "errors.log"})),
+                               asks(call("c2", "delete_file", {"path": "access.log"}))])
+            trace = Trace(tmp_path / f"t{i}.jsonl")
+            state = await run(new_run(SYSTEM_PROMPT, TASK, "fake", run_id=f"r{i}"), tools,
+                              Options(client=model, trace=trace, state_dir=runs_dir, max_turns=(1, 2, 3)[i % 3]))
+            kept.append((state, trace))
+
+    asyncio.run(many())
+    assert {s.status for s, _ in kept} == {"max_turns_exceeded", "interrupted"}  # a cap, and an approval
+    assert open_files_under(tmp_path) == []
+    state, trace = kept[-1]
+    trace.emit(state.run_id, "note", said="a later line opens the file again")
+    assert read(tmp_path / "t199.jsonl")[-1]["type"] == "note"
+    trace.close()
