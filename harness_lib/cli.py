@@ -577,7 +577,8 @@ def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunStat
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
-            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd)
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd,
+                          totalCostUsd=state.total_cost_usd)
     return out
 
 

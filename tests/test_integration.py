@@ -52,3 +52,28 @@ def test_many_runs_in_one_process_leave_no_file_open(tmp_path):
     trace.emit(state.run_id, "note", said="a later line opens the file again")
     assert read(tmp_path / "t199.jsonl")[-1]["type"] == "note"
     trace.close()
+
+
+def test_a_state_file_that_forgets_its_childrens_spend_is_refused(tmp_path, capsys):
+    """The budget counts the children's spend (``total_cost_usd``); the ledger recorded only the run's own
+    (``own_cost_usd``), so a state file edited to forget its subagents' spend resumed under a budget it had
+    already crossed and paid for another turn."""
+    import json
+
+    from harness_lib.cli import main
+    from harness_lib.state import state_path
+
+    runs = tmp_path / "runs"
+    assert main(["run", "delegate", "--state-dir", str(runs), "--run-id", "d1", "--budget", "0.003", "--json"]) == 0
+    stopped = json.loads(capsys.readouterr().out)
+    assert stopped["status"] == "budget_exceeded" and stopped["cost_usd"] > 0.003  # the child's spend counted
+    path = state_path(runs, "d1")
+    data = json.loads(path.read_text())
+    assert data["subruns"] and data["cost_usd"] < 0.003  # its own spend alone is under the budget
+    data["subruns"] = []                                 # the edit: the children never ran
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    assert main(["resume", "d1", "--state-dir", str(runs), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "already spent" in err and err.count("\n") == 1
+    assert path.read_bytes() == before                   # refused before anything ran or was saved
