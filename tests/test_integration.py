@@ -77,3 +77,20 @@ def test_a_state_file_that_forgets_its_childrens_spend_is_refused(tmp_path, caps
     err = capsys.readouterr().err
     assert "already spent" in err and err.count("\n") == 1
     assert path.read_bytes() == before                   # refused before anything ran or was saved
+
+
+def test_a_stale_collect_variable_never_breaks_a_readers_notebook(monkeypatch, tmp_path, capsys):
+    """``HARNESS_CHAPTER_COLLECT`` left set in a reader's environment, naming a folder that is gone (a
+    temporary one): every notebook's last cell raised FileNotFoundError, in Jupyter and under nbval. The
+    figures are shown; the record is skipped with one line saying why (the report then measures that section
+    itself)."""
+    from harness_lib.chapter import collected
+    from harness_lib.chapter.figures import beside_the_chapter
+
+    monkeypatch.setenv(collected.ENV, str(tmp_path / "gone" / "measured.jsonl"))
+    assert collected.record({"plan.turns": 3}, "01-loop") is False
+    table = beside_the_chapter({"plan.turns": 3}, section="01-loop")
+    assert table is not None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(collected.ENV in line and "gone" in line for line in err)
+    assert not (tmp_path / "gone").exists()
