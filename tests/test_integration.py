@@ -108,3 +108,23 @@ def test_resume_after_kill_with_a_readers_hold_is_not_reported_as_the_chapters(u
     out = asyncio.run(ex.resume_after_kill(url, hold_ms=ex.HOLD_MS / 4))
     assert out.measured and chapter_only(out.measured) == {}
     assert all("HOLD_MS=100" in k or "never killed" in k for k in out.measured)
+
+
+def test_the_report_names_files_that_exist(tmp_path, monkeypatch):
+    """After the data moved into the package, reports/chapter.md still sent its reader to
+    `data/chapter_figures.csv` for the tolerances: every file the report names must be there."""
+    import re
+    from pathlib import Path
+
+    import pandas as pd
+
+    from harness_lib.chapter import report
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    table = pd.DataFrame([{"section": "01-loop", "figure": "turns", "chapter": 3, "ours": 3, "tolerance": "exact",
+                           "match": "exact"}])
+    report.write_reports(table, "1 of 1 chapter figures reproduced exactly", {})
+    text = (tmp_path / "reports" / "chapter.md").read_text()
+    named = re.findall(r"`([\w./-]+\.(?:csv|jsonl|ipynb|py))`", text)
+    assert named and all((root / name).is_file() for name in named), named
