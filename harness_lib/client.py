@@ -26,6 +26,7 @@ completion, so the rest of the harness sees the same shape either way.
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import functools
 import json
@@ -317,6 +318,14 @@ class ModelClient:
                 self.on_retry({"attempt": attempt + 1, "problem": problem, "delay_s": round(delay, 3)})
             attempt += 1
             await asyncio.sleep(delay)
+
+    def without_text(self) -> "ModelClient":
+        """This client (its connections, deadline and retries) without ``on_text``: what a subagent asks
+        through, so that its answer, a tool result of its parent's, is never shown as the run's own. Closing
+        it leaves the connections to this one."""
+        quiet = copy.copy(self)
+        quiet.on_text, quiet._owned = None, False
+        return quiet
 
     async def aclose(self):
         if self._owned:

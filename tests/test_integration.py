@@ -128,3 +128,19 @@ def test_the_report_names_files_that_exist(tmp_path, monkeypatch):
     text = (tmp_path / "reports" / "chapter.md").read_text()
     named = re.findall(r"`([\w./-]+\.(?:csv|jsonl|ipynb|py))`", text)
     assert named and all((root / name).is_file() for name in named), named
+
+
+def test_a_subagents_answer_is_not_streamed_as_the_runs_own(capsys):
+    """The child asks through its parent's client (one connection for the tree); with --stream that client
+    printed the child's answer on the screen as it arrived, a second answer before the run's own, and the
+    child's step lines were numbered as the parent's (step 1, step 1, 2, 3, step 2)."""
+    from harness_lib.cli import main
+
+    assert main(["run", "delegate", "--stream"]) == 0
+    out, err = capsys.readouterr()
+    child_answer = "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
+    streamed = out.split("delegate, cap 50")[0]  # what arrived as text, before the run's line
+    assert streamed.strip() == "The research subagent reports: " + child_answer
+    steps = [line.strip() for line in err.splitlines() if "step " in line]
+    assert [s.split(":")[0] for s in steps] == ["step 1", "child step 1", "child step 2", "child step 3",
+                                               "step 2"], steps
