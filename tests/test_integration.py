@@ -144,3 +144,23 @@ def test_a_subagents_answer_is_not_streamed_as_the_runs_own(capsys):
     steps = [line.strip() for line in err.splitlines() if "step " in line]
     assert [s.split(":")[0] for s in steps] == ["step 1", "child step 1", "child step 2", "child step 3",
                                                "step 2"], steps
+
+
+def test_a_journal_line_cannot_change_the_state_version(tmp_path):
+    """``load`` checked the snapshot's version before its journal was applied, and never after: a framed
+    line setting ``version`` was accepted, and the next save wrote a snapshot this harness then refuses."""
+    import json
+    import zlib
+
+    from harness_lib.state import StateFileError, journal_path, load, save
+
+    state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="r")
+    save(state, tmp_path)                       # the snapshot
+    state.messages.append({"role": "assistant", "content": "done"})
+    save(state, tmp_path)                       # one journal line
+    path = journal_path(tmp_path, "r")
+    last = json.loads(path.read_bytes().splitlines()[-1].split(b" ", 1)[1])
+    body = json.dumps({"j": last["j"], "n": last["n"] + 1, "set": {"version": 2}, "add": {}}).encode()
+    path.write_bytes(path.read_bytes() + b"%08x " % zlib.crc32(body) + body + b"\n")
+    with pytest.raises(StateFileError, match="version"):
+        load(tmp_path, "r")
