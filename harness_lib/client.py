@@ -134,7 +134,7 @@ class Transport:
     def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
         """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""
         if not self.base_url:
-            raise ValueError("give a base_url (or a ModelClient)")
+            raise ValueError("give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)")
         return ModelClient(self.base_url, self.api_key, timeout=self.timeout_s, max_retries=self.max_retries,
                            backoff_s=self.backoff_s, load_wait_s=self.load_wait_s,
                            max_response_bytes=self.max_response_bytes, stream=self.stream,

@@ -164,3 +164,12 @@ def test_a_journal_line_cannot_change_the_state_version(tmp_path):
     path.write_bytes(path.read_bytes() + b"%08x " % zlib.crc32(body) + body + b"\n")
     with pytest.raises(StateFileError, match="version"):
         load(tmp_path, "r")
+
+
+def test_options_without_a_way_to_the_model_names_the_seam_a_reader_plugs_into():
+    """After the ChatModel protocol, any object with complete() is a client: the error said ModelClient."""
+    from harness_lib.client import Transport
+
+    for make in (lambda: Options(), lambda: Transport().connect()):
+        with pytest.raises(ValueError, match=r"client=, any ChatModel"):
+            make()
