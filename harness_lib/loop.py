@@ -215,6 +215,9 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                 return books.stop("failed")
     except asyncio.CancelledError as e:
         return books.stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
+    except policy.PolicyError as e:  # a reader's tool_errors function that failed
+        state.error = str(e)
+        return books.stop("failed")
     except ModelError as e:
         state.error = str(e)
         if e.unreachable:  # retries ran out on a passing failure: the run is fine, resume when it is back

@@ -173,3 +173,17 @@ def test_options_without_a_way_to_the_model_names_the_seam_a_reader_plugs_into()
     for make in (lambda: Options(), lambda: Transport().connect()):
         with pytest.raises(ValueError, match=r"client=, any ChatModel"):
             make()
+
+
+def test_a_tool_error_policy_function_that_raises_ends_the_run_failed_saying_so(tmp_path):
+    """policy.py's fourth policy is a reader's function of the exception. One that raised escaped ``run``
+    and left the run ``running``, saved so, with no run_stopped: now the run ends failed, naming it."""
+    model = FakeModel([asks(call("c1", "read_file", {"path": "nope.log"}))])
+    trace = Trace(timestamps=False)
+    state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="p")
+    out = asyncio.run(run(state, Workspace.copy_of(into=tmp_path / "ws").tools(),
+                          Options(client=model, trace=trace, state_dir=tmp_path, tool_errors=lambda e: 1 / 0)))
+    assert out.status == "failed" and trace.events[-1]["type"] == "run_stopped"
+    assert "tool_errors" in out.error and "ZeroDivisionError" in out.error and "nope.log" in out.error
+    from harness_lib.state import load
+    assert load(tmp_path, "p").status == "failed"
