@@ -49,7 +49,7 @@ from .reply import ask, record
 from .state import RunState, Status, pending, save
 from .stops import Stop, first_stop
 from .tools import Tool, ToolContext, is_permanent
-from .trace import Trace
+from .trace import HookError, Trace
 
 __all__ = ["Options", "run", "Call", "UNKNOWN_OUTCOME", "DEDUPE", "POLICIES", "GENERIC_ERROR", "signature",
            "describe", "error_text", "Status"]
@@ -215,7 +215,7 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                 return books.stop("failed")
     except asyncio.CancelledError as e:
         return books.stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
-    except policy.PolicyError as e:  # a reader's tool_errors function that failed
+    except (policy.PolicyError, HookError) as e:  # a reader's function (tool_errors, on_event) that failed
         state.error = str(e)
         return books.stop("failed")
     except ModelError as e:

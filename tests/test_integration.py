@@ -187,3 +187,28 @@ def test_a_tool_error_policy_function_that_raises_ends_the_run_failed_saying_so(
     assert "tool_errors" in out.error and "ZeroDivisionError" in out.error and "nope.log" in out.error
     from harness_lib.state import load
     assert load(tmp_path, "p").status == "failed"
+
+
+@pytest.mark.parametrize("at", ["turn", "tool_start", "tool_result", "run_stopped"])
+def test_an_on_event_hook_that_raises_ends_the_run_failed_saying_so(tmp_path, at):
+    """``Trace(on_event=...)`` is the documented hook for a reader's own view of a run. One that raised
+    escaped ``run`` wherever it was called and left the run ``running`` on disk: now the run ends failed
+    (as a stop condition that raises does), saved, naming the hook; the hook is not called again."""
+    from harness_lib.state import load
+
+    calls = []
+
+    def hook(event):
+        calls.append(event["type"])
+        if event["type"] == at:
+            raise RuntimeError("my view broke")
+
+    model = FakeModel([asks(call("c1", "read_file", {"path": "errors.log"}))])
+    trace = Trace(timestamps=False, on_event=hook)
+    tools = Workspace.copy_of(into=tmp_path / "ws").tools()
+    out = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake", run_id="h"), tools,
+                          Options(client=model, trace=trace, state_dir=tmp_path)))
+    assert out.status == "failed" and "on_event" in out.error and "my view broke" in out.error
+    assert load(tmp_path, "h").status == "failed"
+    assert calls[-1] == at and calls.count(at) == 1       # not called again after it failed
+    assert trace.events[-1]["type"] == "run_stopped" and trace.events[-1]["status"] == "failed"
