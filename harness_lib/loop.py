@@ -99,9 +99,12 @@ class Books:
         extra: dict[str, Any] = {"error": state.error} if state.error else {}
         if interruption and interruption.get("type") == "stop_condition":  # which of the reader's, and why
             extra.update(condition=interruption.get("name"), why=interruption.get("reason"))
-        self.trace.emit(state.run_id, "run_stopped", status=status,
-                        reason=(interruption or {}).get("type", status), turns=state.turns,
-                        costUsd=round(state.total_cost_usd, 6) if self.opts.pricing.known else None, **extra)
+        try:
+            self.trace.emit(state.run_id, "run_stopped", status=status,
+                            reason=(interruption or {}).get("type", status), turns=state.turns,
+                            costUsd=round(state.total_cost_usd, 6) if self.opts.pricing.known else None, **extra)
+        except HookError as e:  # a reader's view failed at the last line: the run's end stands, saying so
+            state.error = state.error or str(e)
         self.checkpoint()
         return state
 

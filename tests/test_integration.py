@@ -208,7 +208,26 @@ def test_an_on_event_hook_that_raises_ends_the_run_failed_saying_so(tmp_path, at
     tools = Workspace.copy_of(into=tmp_path / "ws").tools()
     out = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake", run_id="h"), tools,
                           Options(client=model, trace=trace, state_dir=tmp_path)))
-    assert out.status == "failed" and "on_event" in out.error and "my view broke" in out.error
-    assert load(tmp_path, "h").status == "failed"
+    ended = "completed" if at == "run_stopped" else "failed"  # at the last line, the run's own end stands
+    assert out.status == ended and "on_event" in out.error and "my view broke" in out.error
+    assert load(tmp_path, "h").status == ended and load(tmp_path, "h").error == out.error
     assert calls[-1] == at and calls.count(at) == 1       # not called again after it failed
-    assert trace.events[-1]["type"] == "run_stopped" and trace.events[-1]["status"] == "failed"
+    assert [e["status"] for e in trace.events if e["type"] == "run_stopped"] == [ended]
+
+
+def test_a_hook_that_fails_as_a_stopped_run_ends_leaves_it_resumable(tmp_path):
+    """Stop pressed, and the reader's hook fails on the run_stopped line: the run is still interrupted,
+    saved so (it escaped ``run`` from the cancellation handler, the state left running on disk)."""
+    from harness_lib.state import load
+
+    def hook(event):
+        if event["type"] == "run_stopped":
+            raise RuntimeError("my view broke")
+
+    async def stopped():
+        model = FakeModel([], before=lambda turn: asyncio.current_task().cancel("user pressed Stop"))
+        return await run(new_run(SYSTEM_PROMPT, TASK, "fake", run_id="s"), [],
+                         Options(client=model, trace=Trace(timestamps=False, on_event=hook), state_dir=tmp_path))
+    out = asyncio.run(stopped())
+    assert (out.status, out.interruption["reason"]) == ("interrupted", "user pressed Stop") and "my view" in out.error
+    assert load(tmp_path, "s").status == "interrupted"
