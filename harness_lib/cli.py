@@ -209,20 +209,22 @@ class _Visible:
     """A ``Trace``'s ``on_event``: retries and waits (a server loading its model) on stderr, always; with
     --stream also one line per turn and tool, so a long run is never silent."""
 
-    def __init__(self, steps: bool, fresh_line=lambda: None):
+    def __init__(self, steps: bool, fresh_line=lambda: None, run_id: str | None = None):
         self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
+        self.run_id = run_id  # the run's own id: another one's steps are a subagent's, shown as a child's
 
     def __call__(self, event: dict) -> None:
         type, line = event["type"], None
+        child = "   child " if self.run_id is not None and event.get("runId") != self.run_id else ""
         if type == "retry":
             line = (f"      {'waiting: the server is loading its model' if event.get('loading') else 'retry'}: "
                     f"{event['problem']} (next try in {event['delayS']} s)")
         elif self.steps and type == "turn":
             est = ", estimated" if event.get("estimated") else ""
-            line = (f"   step {event['turn']}: {event['prompt_tokens']:,} in, {event['completion_tokens']:,} "
+            line = (f"   {child}step {event['turn']}: {event['prompt_tokens']:,} in, {event['completion_tokens']:,} "
                     f"out{est} ({event.get('finish')})")
         elif self.steps and type == "tool_start":
-            line = f"      {event['toolName']}({event['args']})"
+            line = f"      {'   ' if child else ''}{event['toolName']}({event['args']})"
         if line:  # a tool's arguments and a server's words: shown, never obeyed
             self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
@@ -475,7 +477,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
-                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line)),
+                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id)),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -577,7 +579,8 @@ def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunStat
         out = asyncio.run(_drive(state, tools, args, state.config, base_url, state_dir))
     if state_dir and out[0].status != "running":  # where this process left it: a state may not forget it
         with contextlib.suppress(OSError):
-            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd)
+            ledger.append(state_dir, state, "spent", turns=state.turns, costUsd=state.own_cost_usd,
+                          totalCostUsd=state.total_cost_usd)
     return out
 
 

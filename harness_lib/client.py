@@ -26,6 +26,7 @@ completion, so the rest of the harness sees the same shape either way.
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import functools
 import json
@@ -133,7 +134,7 @@ class Transport:
     def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
         """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""
         if not self.base_url:
-            raise ValueError("give a base_url (or a ModelClient)")
+            raise ValueError("give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)")
         return ModelClient(self.base_url, self.api_key, timeout=self.timeout_s, max_retries=self.max_retries,
                            backoff_s=self.backoff_s, load_wait_s=self.load_wait_s,
                            max_response_bytes=self.max_response_bytes, stream=self.stream,
@@ -317,6 +318,14 @@ class ModelClient:
                 self.on_retry({"attempt": attempt + 1, "problem": problem, "delayS": round(delay, 3)})
             attempt += 1
             await asyncio.sleep(delay)
+
+    def without_text(self) -> "ModelClient":
+        """This client (its connections, deadline and retries) without ``on_text``: what a subagent asks
+        through, so that its answer, a tool result of its parent's, is never shown as the run's own. Closing
+        it leaves the connections to this one."""
+        quiet = copy.copy(self)
+        quiet.on_text, quiet._owned = None, False
+        return quiet
 
     async def aclose(self):
         if self._owned:

@@ -5,7 +5,8 @@
     {"type": "run", "instance", "workspace", "config"}   ``run`` gave the run this folder and these options
     {"type": "config", "instance", "config"}             ``resume`` changed options, on its command line
     {"type": "decision", "instance", "callId", "verdict": "approve" | "reject"}
-    {"type": "spent", "instance", "turns", "costUsd"}    where a process left the run
+    {"type": "spent", "instance", "turns", "costUsd", "totalCostUsd"}   where a process left the run (its own
+                                                         spend, and with its children's, which its budget counts)
 
 The state file says the same things and is what the loop reads; the ledger is what the CLI checks the
 state file against before it acts. It is found by the run id the operator typed, never by anything the
@@ -106,3 +107,6 @@ def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict]
     if spent and (state.turns < spent[-1].get("turns", 0) or state.own_cost_usd < spent[-1].get("costUsd", 0) - 1e-9):
         raise LedgerError(f"the state file records {state.turns} turns and ${state.own_cost_usd:.6f}, less than "
                           f"the {spent[-1].get('turns')} turns and ${spent[-1].get('costUsd'):.6f} already spent")
+    if spent and state.total_cost_usd < spent[-1].get("totalCostUsd", 0) - 1e-9:  # the subagents' spend forgotten
+        raise LedgerError(f"the state file records ${state.total_cost_usd:.6f} with its subagents' runs, less than "
+                          f"the ${spent[-1].get('totalCostUsd'):.6f} already spent")

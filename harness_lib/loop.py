@@ -49,7 +49,7 @@ from .reply import ask, record
 from .state import RunState, Status, pending, save
 from .stops import Stop, first_stop
 from .tools import Tool, ToolContext, is_permanent
-from .trace import Trace
+from .trace import HookError, Trace
 
 __all__ = ["Options", "run", "Call", "UNKNOWN_OUTCOME", "DEDUPE", "POLICIES", "GENERIC_ERROR", "signature",
            "describe", "error_text", "Status"]
@@ -99,9 +99,12 @@ class Books:
         extra: dict[str, Any] = {"error": state.error} if state.error else {}
         if interruption and interruption.get("type") == "stop_condition":  # which of the reader's, and why
             extra.update(condition=interruption.get("name"), why=interruption.get("reason"))
-        self.trace.emit(state.run_id, "run_stopped", status=status,
-                        reason=(interruption or {}).get("type", status), turns=state.turns,
-                        costUsd=round(state.total_cost_usd, 6) if self.opts.pricing.known else None, **extra)
+        try:
+            self.trace.emit(state.run_id, "run_stopped", status=status,
+                            reason=(interruption or {}).get("type", status), turns=state.turns,
+                            costUsd=round(state.total_cost_usd, 6) if self.opts.pricing.known else None, **extra)
+        except HookError as e:  # a reader's view failed at the last line: the run's end stands, saying so
+            state.error = state.error or str(e)
         self.checkpoint()
         return state
 
@@ -215,6 +218,9 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
                 return books.stop("failed")
     except asyncio.CancelledError as e:
         return books.stop("interrupted", {"type": "cancelled", "reason": str(e.args[0]) if e.args else "cancelled"})
+    except (policy.PolicyError, HookError) as e:  # a reader's function (tool_errors, on_event) that failed
+        state.error = str(e)
+        return books.stop("failed")
     except ModelError as e:
         state.error = str(e)
         if e.unreachable:  # retries ran out on a passing failure: the run is fine, resume when it is back
@@ -227,5 +233,6 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
         except OSError:
             return state  # on disk: the last save (``running``, so resumable) with every paid turn in it
     finally:
+        trace.close()  # the file, not the Trace: a later line opens it again (a kept result holds no descriptor)
         if own is not None:
             await asyncio.shield(own.aclose())

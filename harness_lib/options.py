@@ -54,7 +54,7 @@ class Options:
         if self.dedupe not in DEDUPE:
             raise ValueError(f"dedupe must be one of {DEDUPE}, got {self.dedupe!r}")
         if self.client is None and not self.base_url:
-            raise ValueError("give a base_url (or a ModelClient)")
+            raise ValueError("give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)")
         self.transport = Transport(self.base_url, self.api_key, self.timeout_s, self.max_retries, self.backoff_s,
                                    self.load_wait_s, self.max_response_bytes, self.stream, self.on_text)
         if self.max_budget_usd is not None and not self.pricing.known:

@@ -39,10 +39,18 @@ def describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+class PolicyError(RuntimeError):
+    """A reader's policy function that failed: the run ends ``failed``, saying so (``loop.run``)."""
+
+
 def error_text(policy: Policy, e: BaseException) -> str:
     """What the transcript slot of a failed call says, by policy. (Under "fatal" the run stops too.)"""
     if policy == "generic":
         return GENERIC_ERROR  # the model learns that something failed, not what
     if policy == "descriptive" or policy == "fatal" or not callable(policy):
         return f"Error: {describe(e)}"
-    return str(policy(e))
+    try:
+        return str(policy(e))
+    except Exception as broken:  # noqa: BLE001 - the reader's function: its failure is said, not thrown
+        raise PolicyError(f"the tool_errors function raised {type(broken).__name__}: {describe(broken)}, "
+                          f"given the error: {describe(e)}") from None

@@ -388,6 +388,8 @@ def _check_message(i: int, m) -> list[str]:
 def check(data: dict, run_id: str) -> list[str]:
     """Every way ``data`` is not a state this harness could have written for ``run_id``."""
     p = []
+    if data.get("version") != STATE_VERSION:  # (load checks the snapshot's first; this, what its journal made)
+        p.append(f"state version {data.get('version')!r}, this harness reads {STATE_VERSION}")
     if data.get("run_id") != run_id:
         p.append(f"run_id is {data.get('run_id')!r}")
     if data.get("status") not in STATUSES:

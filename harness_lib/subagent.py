@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from .client import ModelClient
 from .loop import Options, run
 from .pricing import CHAPTER_PRICES, Pricing
 from .state import new_run
@@ -23,7 +24,8 @@ def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *
                   max_budget_usd: float = 0.05, api_key: str = "not-needed",
                   pricing: Pricing = CHAPTER_PRICES) -> Tool:
     """The child asks its model through the parent's client (``ctx.client``: one connection, one set of
-    retries for the whole tree); ``base_url`` and ``api_key`` reach it when the tool runs outside a loop.
+    retries for the whole tree; its streamed text is not shown: the child's answer is the parent's tool
+    result); ``base_url`` and ``api_key`` reach it when the tool runs outside a loop.
     ``pricing``: the parent's (the child is paid from the same account). Without a price the child's
     budget cannot act: it is capped by its turns alone, and its dollars are unknown, as the parent's."""
     async def research(args: dict, ctx: ToolContext) -> str:
@@ -31,7 +33,8 @@ def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *
         if not isinstance(question, str) or not question:
             raise ValueError("question must be a non-empty string")
         child = new_run(RESEARCH_SYSTEM, question, model, run_id=f"{ctx.run_id}.{ctx.call_id}")
-        out = await run(child, child_tools, Options(base_url=base_url, api_key=api_key, client=ctx.client,
+        client = ctx.client.without_text() if isinstance(ctx.client, ModelClient) else ctx.client  # not streamed
+        out = await run(child, child_tools, Options(base_url=base_url, api_key=api_key, client=client,
                                                     max_turns=max_turns,
                                                     max_budget_usd=max_budget_usd if pricing.known else None,
                                                     pricing=pricing, trace=ctx.trace))

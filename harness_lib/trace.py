@@ -22,9 +22,14 @@ from typing import Callable
 from . import testing
 
 
+class HookError(RuntimeError):
+    """The reader's ``on_event`` raised: the run ends failed, saying so (``loop.run``)."""
+
+
 class Trace:
     """``on_event``: the hook for a reader's own view of a run (a line per step on a screen, a clock
-    started at ``tool_start``): called with each event once it is recorded, in the order they happen."""
+    started at ``tool_start``): called with each event once it is recorded, in the order they happen. A hook
+    that raises is not called again: ``emit`` raises ``HookError``, and the run ends failed, naming it."""
 
     def __init__(self, path: str | Path | None = None, timestamps: bool = True,
                  on_event: Callable[[dict], None] | None = None):
@@ -32,7 +37,9 @@ class Trace:
         self.timestamps = timestamps
         self.on_event = on_event
         self.events: list[dict] = []  # this process's lines, for a notebook to look at
-        self._fd: int | None = None  # opened at the first line, closed by close() or when the Trace is collected
+        self._hook_failed = False
+        # opened at the first line; closed by close() (the loop's, when a run ends) or when the Trace is collected
+        self._fd: int | None = None
 
     def emit(self, run_id: str, type: str, **fields) -> dict:
         event = {"runId": run_id, "type": type, **fields}
@@ -42,8 +49,13 @@ class Trace:
         if self.path is not None:
             self._append(self.path, (json.dumps(event, separators=(",", ":")) + "\n").encode())
             testing.crash_seam(type)  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
-        if self.on_event is not None:
-            self.on_event(event)
+        if self.on_event is not None and not self._hook_failed:
+            try:
+                self.on_event(event)
+            except Exception as e:  # noqa: BLE001 - a reader's code: said, never left to strand the run
+                self._hook_failed = True
+                raise HookError(f"the trace's on_event hook raised {e.__class__.__name__}: {e} (at a {type} event)") \
+                    from None
         return event
 
     def _append(self, path: Path, line: bytes) -> None:

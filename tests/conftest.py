@@ -14,6 +14,7 @@ from harness_lib.scripted import ScriptedProvider
 
 for _name in ("LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY"):
     os.environ.pop(_name, None)
+os.environ.pop("HARNESS_CHAPTER_COLLECT", None)  # `make chapter`'s, for its own kernels: never the tests' notebooks
 
 
 class SharedProvider(ScriptedProvider):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 ENV = "HARNESS_CHAPTER_COLLECT"
@@ -35,16 +36,23 @@ def _plain(value):
 
 
 def record(measured: dict, section: str) -> bool:
-    """Append ``section``'s figures to the file ``HARNESS_CHAPTER_COLLECT`` names; False when it names none."""
+    """Append ``section``'s figures to the file ``HARNESS_CHAPTER_COLLECT`` names; False when it names none,
+    or one that cannot be written (said in one line: a variable left set, naming a temporary folder since
+    removed, must not break a reader's notebook; the report measures a section no notebook recorded)."""
     path = os.environ.get(ENV)
     if not path:
         return False
     line = json.dumps({"section": section, "measured": {k: _plain(v) for k, v in measured.items()}},
                       ensure_ascii=False, allow_nan=False)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        print(f"{ENV}={path}: cannot be written ({e.strerror or e}); {section}'s figures not recorded",
+              file=sys.stderr)
+        return False
     return True
 
 

@@ -436,11 +436,12 @@ async def approval(base_url: str, reason: str = REJECT_REASON) -> R.Approval:
 
 # -- 8. persist and resume: a real process, really killed -----------------------------------------------------
 PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
+HOLD_MS = 400  # the child's provider holds each request this long, so the kill lands while it waits for a turn
 
 
 @all_or_nothing
 async def resume_after_kill(base_url: str, workdir: str | Path | None = None, kill_after_tool_results: int = 2,
-                            hold_ms: float = 400) -> R.ResumeAfterKill:
+                            hold_ms: float = HOLD_MS) -> R.ResumeAfterKill:
     """Start ``plan`` in a child process, SIGKILL it once its ``kill_after_tool_results``-th tool result is
     on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
     here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
@@ -501,6 +502,8 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
                 "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
     if not killed or kill_after_tool_results != 2:
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
+    elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
+        measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
     return R.ResumeAfterKill(table, events, measured)
 
 
