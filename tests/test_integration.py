@@ -152,7 +152,7 @@ def test_a_journal_line_cannot_change_the_state_version(tmp_path):
     import json
     import zlib
 
-    from harness_lib.state import StateFileError, journal_path, load, save
+    from harness_lib.state import STATE_VERSION, StateFileError, journal_path, load, save
 
     state = new_run(SYSTEM_PROMPT, TASK, "fake", run_id="r")
     save(state, tmp_path)                       # the snapshot
@@ -160,7 +160,7 @@ def test_a_journal_line_cannot_change_the_state_version(tmp_path):
     save(state, tmp_path)                       # one journal line
     path = journal_path(tmp_path, "r")
     last = json.loads(path.read_bytes().splitlines()[-1].split(b" ", 1)[1])
-    body = json.dumps({"j": last["j"], "n": last["n"] + 1, "set": {"version": 2}, "add": {}}).encode()
+    body = json.dumps({"j": last["j"], "n": last["n"] + 1, "set": {"version": STATE_VERSION + 1}, "add": {}}).encode()
     path.write_bytes(path.read_bytes() + b"%08x " % zlib.crc32(body) + body + b"\n")
     with pytest.raises(StateFileError, match="version"):
         load(tmp_path, "r")
