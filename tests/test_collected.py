@@ -96,6 +96,17 @@ def test_an_executed_notebook_hands_the_report_what_it_would_have_measured(url, 
     assert collected.ENV not in __import__("os").environ  # the variable does not outlive the execution
 
 
+def test_a_callers_own_collection_survives_the_reports(monkeypatch, tmp_path):
+    """An in-process caller collecting into its own file keeps it: the report sets the variable for its
+    kernels, then puts back what was there (it removed it)."""
+    import os
+    mine = tmp_path / "mine.jsonl"
+    monkeypatch.setenv(collected.ENV, str(mine))
+    monkeypatch.setattr("harness_lib.chapter.notebooks.execute_all", lambda paths: {})
+    report.executed_notebooks({}, [])
+    assert os.environ.get(collected.ENV) == str(mine)
+
+
 def test_every_experiment_names_its_figures_measured(url):
     """The report reads ``.measured`` and nothing else; the records still unpack in field order."""
     for section, experiment in report.EXPERIMENTS.items():

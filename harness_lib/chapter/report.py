@@ -57,12 +57,16 @@ def executed_notebooks(timings: dict, paths=None) -> tuple[dict, set[str]]:
     from .notebooks import execute_all
     with tempfile.TemporaryDirectory(prefix="harness-chapter-") as tmp:
         path = Path(tmp) / "measured.jsonl"
+        before = os.environ.get(collected.ENV)
         os.environ[collected.ENV] = str(path)   # the kernels inherit it
         try:
             for name, seconds in execute_all(paths).items():
                 timings[f"notebook {name}"] = seconds
-        finally:
-            os.environ.pop(collected.ENV, None)
+        finally:  # as it was: a caller's own collection goes on
+            if before is None:
+                os.environ.pop(collected.ENV, None)
+            else:
+                os.environ[collected.ENV] = before
         return whole_sections(collected.read(path))
 
 
