@@ -163,7 +163,8 @@ def apply_seam(args) -> None:
     args.base_url = args.base_url or os.environ.get("LLM_BASE_URL") or None
     args.api_key = os.environ.get("LLM_API_KEY") or "not-needed"
     models = served_models(args.base_url, args.api_key) if args.base_url else None
-    scripted = not args.base_url or (bool(models) and all(m.get("owned_by") == "scripted" for m in models))
+    scripted = not args.base_url or (models is not None and bool(models)
+                                     and all(m.get("owned_by") == "scripted" for m in models))
     args.model = args.model or (os.environ.get("LLM_MODEL") if args.base_url else None) or None
     if args.base_url and scripted and not args.model:
         args.model = args.scenario
@@ -384,7 +385,7 @@ def scenario_tools(state: RunState, workspace: Workspace, base_url: str, pricing
 
 # -- signals: finish the step in flight, save, stop -------------------------------------------------------
 GRACE_S = 10.0  # after the first signal, how long the step in flight may take before it is cancelled
-SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+SIGNALS: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 class Signalled(BaseException):
@@ -723,10 +724,11 @@ def cmd_resume(args) -> int:
 
 def _signalled_inside(e: BaseException) -> Signalled | None:
     seen = 0
-    while e is not None and seen < 20:
-        if isinstance(e, Signalled):
-            return e
-        e, seen = e.__cause__ or e.__context__, seen + 1
+    at: BaseException | None = e
+    while at is not None and seen < 20:
+        if isinstance(at, Signalled):
+            return at
+        at, seen = at.__cause__ or at.__context__, seen + 1
     return None
 
 
@@ -788,7 +790,8 @@ def cmd_serve_local(args) -> int:
     with local.LocalModel(port=args.port, ready_timeout_s=args.ready_timeout, progress=say) as lm:
         print(f"local model {lm.model} on {lm.base_url}  (Ctrl-C stops it)", flush=True)
         try:
-            lm.process.wait()
+            if lm.process is not None:  # started by the context manager, so always, once ready
+                lm.process.wait()
         except KeyboardInterrupt:
             return 0
         lm.check()  # it ended without being asked to: say how
