@@ -44,6 +44,7 @@ from . import numbers
 JSON = {"Content-Type": "application/json"}
 RETRYABLE = {429, 502, 503, 504}
 MAX_RESPONSE_BYTES = 16 * 2 ** 20
+NO_ENDPOINT = "give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)"
 LOADING = re.compile(r"loading model|model is loading|is currently loading|still loading", re.I)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -134,7 +135,7 @@ class Transport:
     def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
         """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""
         if not self.base_url:
-            raise ValueError("give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)")
+            raise ValueError(NO_ENDPOINT)
         return ModelClient(self.base_url, self.api_key, timeout=self.timeout_s, max_retries=self.max_retries,
                            backoff_s=self.backoff_s, load_wait_s=self.load_wait_s,
                            max_response_bytes=self.max_response_bytes, stream=self.stream,

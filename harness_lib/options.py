@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import budget, policy
-from .client import ChatModel, Transport
+from .client import NO_ENDPOINT, ChatModel, Transport
 from .dedupe import DEDUPE, Dedupe
 from .policy import Policy
 from .pricing import CHAPTER_PRICES, Pricing
@@ -26,7 +26,7 @@ class Options:
     """What the loop does (limits, policies, where it saves), and how to reach the model: either a
     ``client`` of the reader's (any ``ChatModel``), or the transport settings below, which build one."""
     base_url: str | None = None
-    api_key: str = "not-needed"
+    api_key: str = Transport.api_key
     max_turns: int | None = None
     max_budget_usd: float | None = None
     strict_budget: bool = False   # price each call before making it: the budget is never crossed (budget.py)
@@ -40,13 +40,13 @@ class Options:
     on_progress: Callable[[str], None] | None = None
     pricing: Pricing = CHAPTER_PRICES
     client: ChatModel | None = None
-    # -- the transport (client.Transport): used only to build a client when none is given --
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    backoff_s: float = 0.25
-    load_wait_s: float = 120.0
-    max_response_bytes: int = 16 * 2 ** 20
-    stream: bool = False
+    # -- the transport (client.Transport, whose defaults these are): builds a client when none is given --
+    timeout_s: float = Transport.timeout_s
+    max_retries: int = Transport.max_retries
+    backoff_s: float = Transport.backoff_s
+    load_wait_s: float = Transport.load_wait_s
+    max_response_bytes: int = Transport.max_response_bytes
+    stream: bool = Transport.stream
     on_text: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -54,7 +54,7 @@ class Options:
         if self.dedupe not in DEDUPE:
             raise ValueError(f"dedupe must be one of {DEDUPE}, got {self.dedupe!r}")
         if self.client is None and not self.base_url:
-            raise ValueError("give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)")
+            raise ValueError(NO_ENDPOINT)
         self.transport = Transport(self.base_url, self.api_key, self.timeout_s, self.max_retries, self.backoff_s,
                                    self.load_wait_s, self.max_response_bytes, self.stream, self.on_text)
         if self.max_budget_usd is not None and not self.pricing.known:
