@@ -5,8 +5,10 @@ import asyncio
 
 import pytest
 
-from harness_lib.chapter import beyond as B
 from harness_lib.chapter import plots
+from harness_lib.chapter import s02_turn_cap as s02
+from harness_lib.chapter import s05_tool_errors as s05
+from harness_lib.chapter import s14_stop_conditions as s14
 
 
 def go(coro):
@@ -15,7 +17,7 @@ def go(coro):
 
 @pytest.mark.slow
 def test_permanent_errors_beside_the_chapters_run(url):
-    perm = go(B.permanent_errors(url))
+    perm = go(s05.permanent_errors(url))
     table, m = perm.table, perm.measured
     # the chapter's run, untouched by default
     assert (m["perm.chapter.status"], m["perm.chapter.turns"], f'{m["perm.chapter.cost"]:.6f}') == \
@@ -27,12 +29,12 @@ def test_permanent_errors_beside_the_chapters_run(url):
     # cheaper than the chapter's run and than the run that recovered
     assert m["perm.marked.cost"] < m["perm.repeated.cost"] < m["perm.recover.cost"] < m["perm.chapter.cost"]
     assert (m["perm.recover.status"], m["perm.recover.turns"]) == ("completed", 4)
-    assert plots.png(B.permanent_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plots.png(s05.permanent_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow
 def test_cap_forecast_on_the_runaway(url):
-    fc = go(B.cap_forecast(url))
+    fc = go(s02.cap_forecast(url))
     table, curve, m = fc.table, fc.curve, fc.measured
     assert m["forecast.k3.max_error_pct"] < 1  # the bar; in fact 0
     assert (table.loc[3, "predicted_in"] == table.loc[3, "measured_in"]).all()
@@ -43,7 +45,7 @@ def test_cap_forecast_on_the_runaway(url):
 
 @pytest.mark.slow
 def test_forecast_breaks_where_its_assumption_does(url):
-    result = go(B.forecast_breaks(url))
+    result = go(s02.forecast_breaks(url))
     breaks, m = result.table, result.measured
     assert m["forecast.breaks.runaway"] == 0
     assert 1 < m["forecast.breaks.replies"] < 50  # replies that vary: off by some percent, either way
@@ -52,12 +54,12 @@ def test_forecast_breaks_where_its_assumption_does(url):
     # a run that answers before the cap: the forecast is the cap's worst case, far above what it cost
     for run in ("plan (answers at turn 3)", "recover (answers at turn 4)"):
         assert (breaks.loc[run, "status"] == "completed").all() and (breaks.loc[run, "cost_error_pct"] > 100).all()
-    fc = go(B.cap_forecast(url))
-    assert plots.png(B.forecast_plot(fc.table, fc.curve, breaks))[:4] == b"\x89PNG"
+    fc = go(s02.cap_forecast(url))
+    assert plots.png(s02.forecast_plot(fc.table, fc.curve, breaks))[:4] == b"\x89PNG"
 
 
 def test_new_stop_conditions_table(url):
-    table = go(B.new_stop_conditions(url))
+    table = go(s14.new_stop_conditions(url))
     row = table.loc["repeated_call(3)"]
     assert (row.status, row.interruption, row.turns) == ("interrupted", "stop_condition", 3)
     assert "condition=repeated_call(3)" in row["trace says"]
@@ -69,7 +71,7 @@ def test_new_stop_conditions_table(url):
 
 
 def test_a_condition_is_told_apart_from_a_users_stop(url):
-    table = go(B.condition_or_stop(url))
+    table = go(s14.condition_or_stop(url))
     assert table.loc["user presses Stop", "interruption"] == {"type": "cancelled", "reason": "user pressed Stop"}
     assert table.loc["a condition: when(turns >= 1)", "interruption"]["type"] == "stop_condition"
     assert table["resumable"].all()

@@ -281,14 +281,14 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     with steps.step("Run All 02-turn-cap"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "02-turn-cap.ipynb")
     with steps.step("02: re-run the cap table cell alone after Run All"):
-        cell = _cell(page, "capped = await ex.cap_table")
+        cell = _cell(page, "capped = await s02.cap_table")
         _run_cell(page, cell)
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
     with steps.step("02: caps the chapter has no figure for"):
         _edit_and_run_all(page, "CAPS =", "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
-        assert "cap 30 -> 60" in _outputs_text(_cell(page, "d = ex.doubling(prefix)"))
+        assert "cap 30 -> 60" in _outputs_text(_cell(page, "d = s02.doubling(prefix)"))
         comparison = _outputs_text(_cell(page, "beside_the_chapter("))
         assert "the chapter has no figure for this value" in comparison and "tolerance" in comparison
     _shut_down_kernels(lab)
@@ -313,7 +313,7 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     with steps.step("Run All 09-cancellation"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "09-cancellation.ipynb")
     with steps.step("09: press the toolbar's Stop during the scan"):
-        cell = _cell(page, "session = ex.scan_session()")
+        cell = _cell(page, "session = s09.scan_session()")
         _run_cell(page, cell)
         # Its own output, cleared when the cell started: the scan is under way, its next tick 500 ms off.
         cell.locator(".jp-OutputArea", has_text="scanned 400 of 1200").wait_for(timeout=30_000)

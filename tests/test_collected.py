@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 from harness_lib.chapter import collected, report
-from harness_lib.chapter import experiments as ex
+from harness_lib.chapter import s01_loop as s01
+from harness_lib.chapter import s03_budget as s03
+from harness_lib.chapter import s07_approval as s07
+from harness_lib.chapter import s12_local_model as s12
 from harness_lib.chapter.figures import beside_the_chapter, compare, relabel
-from harness_lib.chapter.local_model import LOCAL_EXTRA
+from harness_lib.chapter.s12_local_model import LOCAL_EXTRA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,16 +66,16 @@ def test_a_damaged_file_is_an_error_not_an_empty_report(tmp_path, text):
 
 
 def test_whole_sections_only(url):
-    plan = arun(ex.loop_plan(url)).measured
-    budget = arun(ex.budget_table(url)).measured     # the $0.005 and $0.050 runs are labels: dropped
+    plan = arun(s01.loop_plan(url)).measured
+    budget = arun(s03.budget_table(url)).measured     # the $0.005 and $0.050 runs are labels: dropped
     partial = {k: v for k, v in plan.items() if k != "plan.ms"}
     measured, done = report.whole_sections([("01-loop", plan), ("03-budget", budget), ("06-dedupe", {}),
-                                            ("07-approval", relabel(arun(ex.approval(url)).measured, "x"))])
+                                            ("07-approval", relabel(arun(s07.approval(url)).measured, "x"))])
     assert done == {"01-loop", "03-budget"}
     assert measured == {**plan, **{k: v for k, v in budget.items() if " " not in k}}
     assert report.whole_sections([("01-loop", partial)]) == ({}, set())
     # section 12: the reader's own server (cell 7) never counts; the local extra's run does, whole
-    local = ex.local_summary(ex.recorded_local_model())
+    local = s12.local_summary(s12.recorded_local_model())
     assert report.whole_sections([("12-local-model", local)]) == ({}, set())
     assert report.whole_sections([(LOCAL_EXTRA, local)]) == (local, {LOCAL_EXTRA})
 

@@ -7,8 +7,19 @@ import asyncio
 
 import pytest
 
-from harness_lib.chapter import experiments as E
+from harness_lib.chapter import common
+from harness_lib.chapter import s01_loop as s01
+from harness_lib.chapter import s02_turn_cap as s02
+from harness_lib.chapter import s03_budget as s03
+from harness_lib.chapter import s05_tool_errors as s05
+from harness_lib.chapter import s06_dedupe as s06
+from harness_lib.chapter import s07_approval as s07
+from harness_lib.chapter import s08_resume as s08
+from harness_lib.chapter import s09_cancellation as s09
+from harness_lib.chapter import s10_trace as s10
+from harness_lib.chapter import s11_latency as s11
 from harness_lib.chapter.figures import DIFFERS, compare
+from harness_lib.trace import read
 
 
 def go(coro):
@@ -16,7 +27,7 @@ def go(coro):
 
 
 def test_plan(url):
-    plan = go(E.loop_plan(url))
+    plan = go(s01.loop_plan(url))
     out, m = plan.outcome, plan.measured
     assert (m["plan.turns"], m["plan.tools"], m["plan.in"], m["plan.out"]) == (3, 2, 815, 70)
     assert f'{m["plan.cost"]:.6f}' == "0.002470"
@@ -28,7 +39,7 @@ def test_plan(url):
 
 @pytest.mark.slow
 def test_turn_cap(url):
-    capped = go(E.cap_table(url))
+    capped = go(s02.cap_table(url))
     table, m = capped.table, capped.measured
     assert (m["cap.in8"], m["cap.in50"], m["cap.in100"]) == (3431, 88649, 337299)
     assert f'{m["cap.cost20"]:.3f}' == "0.038"
@@ -39,18 +50,18 @@ def test_turn_cap(url):
 
 @pytest.mark.slow
 def test_cost_vs_cap_prefix_sums_equal_separate_runs(url):
-    table = go(E.cap_table(url, caps=(8, 20))).table
-    long = go(E.scenario(url, "runaway", max_turns=30))
-    prefix = E.prefix_costs(long.state)
+    table = go(s02.cap_table(url, caps=(8, 20))).table
+    long = go(common.scenario(url, "runaway", max_turns=30))
+    prefix = common.prefix_costs(long.state)
     for cap in (8, 20):
         assert prefix.loc[cap, "input_tokens"] == table.loc[cap, "in"]
         assert prefix.loc[cap, "cost_usd"] == pytest.approx(table.loc[cap, "cost_usd"], abs=1e-9)
-    a, b, c = E.quadratic_fit(prefix)
+    a, b, c = s02.quadratic_fit(prefix)
     assert a == pytest.approx(32, abs=0.5)  # half of the 64 tokens each turn adds
 
 
 def test_budget(url):
-    budget = go(E.budget_table(url))
+    budget = go(s03.budget_table(url))
     table, m = budget.table, budget.measured
     assert f'{m["budget.spent"]:.6f}' == "0.010780" and m["budget.turns"] == 9
     assert table.overshoot_within_one_turn.all() and (table.overshoot_usd >= 0).all()
@@ -58,7 +69,7 @@ def test_budget(url):
 
 
 def test_tool_error_policies_and_permanent_error(url):
-    errors = go(E.tool_errors(url))
+    errors = go(s05.tool_errors(url))
     table, m = errors.table, errors.measured
     assert f'{m["errors.ratio"]:.1f}' == "4.7"
     assert m["errors.answers"] == "descriptive"
@@ -70,7 +81,7 @@ def test_tool_error_policies_and_permanent_error(url):
 
 
 def test_repeats_and_dedupe(url):
-    repeats = go(E.dedupe(url))
+    repeats = go(s06.dedupe(url))
     table, m = repeats.table, repeats.measured
     assert f'{m["repeat.extra"]:.6f}' == "0.001050" and m["repeat.increase"] == 75
     assert m["repeat.cache_saves"] == 0
@@ -80,7 +91,7 @@ def test_repeats_and_dedupe(url):
 
 
 def test_approval(url):
-    m = go(E.approval(url)).measured
+    m = go(s07.approval(url)).measured
     assert m["approval.stop"] == 'turn 2: interrupted / approval -> delete_file({"path":"access.log"})'
     assert m["approval.deleted_before"] == []
     assert (m["approve.turns"], m["approve.deleted"]) == (3, ["access.log"])
@@ -92,7 +103,7 @@ def test_approval(url):
 
 @pytest.mark.slow
 def test_resume_after_sigkill(url, tmp_path):
-    resume = go(E.resume_after_kill(url, tmp_path))
+    resume = go(s08.resume_after_kill(url, tmp_path))
     table, m = resume.table, resume.measured
     assert (m["resume.restored_turns"], m["resume.restored_messages"], m["resume.restored_status"]) == (2, 6, "running")
     assert f'{m["resume.restored_cost"]:.6f}' == "0.001570"
@@ -104,7 +115,7 @@ def test_resume_after_sigkill(url, tmp_path):
 
 @pytest.mark.slow
 def test_cancellation(url):
-    scans = go(E.cancellation(url))
+    scans = go(s09.cancellation(url))
     table, m = scans.table, scans.measured
     # The chapter's own times (a tick every 500 ms, a 3 s scan): the figures themselves, so absolute, a little
     # wider than the chapter's tolerance (harness_lib/data/chapter_figures.csv); a sleep is never early, only late.
@@ -119,14 +130,14 @@ def test_cancellation(url):
 
 
 def test_trace_equals_the_chapter(url, tmp_path):
-    demo = go(E.trace_demo(url, tmp_path))
+    demo = go(s10.trace_demo(url, tmp_path))
     events, diff, m = demo.events, demo.diff, demo.measured
     assert m["trace.lines"] == 6, diff[~diff.same]
-    assert len({e["runId"] for e in events}) == 1 and events == E.read(tmp_path / "trace.jsonl")
+    assert len({e["runId"] for e in events}) == 1 and events == read(tmp_path / "trace.jsonl")
 
 
 def test_comparison_has_no_differences_on_what_these_tests_measure(url):
-    m = go(E.loop_plan(url)).measured
+    m = go(s01.loop_plan(url)).measured
     table = compare(m, section="01-loop")
     assert len(table) == 9 and not (table.match == DIFFERS).any()
 
@@ -135,7 +146,7 @@ def test_a_streamed_run_is_the_same_run_with_its_answer_in_pieces(url):
     """Notebook 11's streaming cell: the same three turns, tokens and dollars as the plain run; the answer
     arrives one text token a piece, and one step line per turn and per tool call comes before it."""
     pieces, steps = [], []
-    out = go(E.streamed(url, "plan", on_step=steps.append, on_text=pieces.append, max_turns=20))
+    out = go(s11.streamed(url, "plan", on_step=steps.append, on_text=pieces.append, max_turns=20))
     s = out.state
     assert (s.status, s.turns, s.tool_runs, s.prompt_tokens, s.completion_tokens) == ("completed", 3, 2, 815, 70)
     assert round(s.own_cost_usd, 6) == 0.00247

@@ -102,10 +102,10 @@ def test_resume_after_kill_with_a_readers_hold_is_not_reported_as_the_chapters(u
     chapter's did; a reader who shortens it may kill the child after that turn is saved, and those figures
     differ from the chapter's for a reason that is not the harness's. Measured under another hold they are
     the reader's (relabelled), as with every other notebook parameter, never counted as the chapter's."""
-    from harness_lib.chapter import experiments as ex
+    from harness_lib.chapter import s08_resume as s08
     from harness_lib.chapter.report import chapter_only
 
-    out = asyncio.run(ex.resume_after_kill(url, hold_ms=ex.HOLD_MS / 4))
+    out = asyncio.run(s08.resume_after_kill(url, hold_ms=s08.HOLD_MS / 4))
     assert out.measured and chapter_only(out.measured) == {}
     assert all("HOLD_MS=100" in k or "never killed" in k for k in out.measured)
 

@@ -57,10 +57,11 @@ def test_kernel_interrupt_cancels_the_run_and_saves_it():
 
 # -- the chapter layer's Stop button: the toolbar's Stop is the chapter's Stop ----------------------------------
 CHAPTER_SETUP = """
-from harness_lib.chapter import experiments as ex
+from harness_lib.chapter import s09_cancellation as s09
+from harness_lib.chapter import s11_latency as s11
 from harness_lib.scripted import ScriptedProvider
 url = ScriptedProvider.shared().base_url
-session = ex.scan_session()
+session = s09.scan_session()
 """
 
 
@@ -124,9 +125,9 @@ def test_stop_during_09s_scan_ends_the_run_with_the_chapters_reason_at_once(kern
 @pytest.mark.slow
 @pytest.mark.parametrize("cell,must_end_within_s", [
     # 09's three scans (3 s, 1.2 s, 3 s): Stop 1 s into the first, which had 2 s to go
-    ("table, timelines, measured = await ex.cancellation(url)", 2.0),
+    ("table, timelines, measured = await s09.cancellation(url)", 2.0),
     # 11's providers of growing latency (~5 s left alone): half of the 4 s still to do
-    ("table, slope, intercept, measured = await ex.latency(repeats=3)", 2.0),
+    ("table, slope, intercept, measured = await s11.latency(repeats=3)", 2.0),
 ])
 def test_stop_during_a_many_run_cell_ends_it_in_one_line_with_no_half_result(kernel, cell, must_end_within_s):
     km, kc = kernel

@@ -18,10 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness_lib import local
-from harness_lib.chapter import local_model as lm_chapter
+from harness_lib.chapter import plots
+from harness_lib.chapter import s12_local_model as s12
 from harness_lib.local import LocalModel, ModelFileError, NotInstalled, PortTaken, ServerFailed
 from harness_lib.state import load
 
@@ -113,7 +115,7 @@ def test_without_the_extra_it_says_how_to_install(monkeypatch, model_file):
         LocalModel(model_file).start()
     with pytest.raises(NotInstalled, match="make local"):
         local.model_path()
-    assert lm_chapter.run_six() is None
+    assert s12.run_six() is None
 
 
 def test_a_port_taken_is_named_and_nothing_starts(fake):
@@ -225,7 +227,7 @@ def test_a_server_that_dies_mid_run_is_named_and_the_run_is_saved(fake, tmp_path
     with fake("segv") as server:
         port, pid = server.port, server.process.pid
         with pytest.raises(ServerFailed) as e:
-            asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, tasks=["Which file is the largest?"],
+            asyncio.run(s12.run_tasks(server.base_url, server.model, tasks=["Which file is the largest?"],
                                              state_dir=str(tmp_path), server=server))
         message = str(e.value)
         assert "died during the task 'Which file is the largest?' (turn 2)" in message
@@ -245,15 +247,15 @@ def test_the_six_tasks_against_a_well_behaved_fake(fake, monkeypatch):
     """The chapter layer's table and lines, with a server whose every answer is known."""
     monkeypatch.setenv("FAKE_TOOL_TURNS", "1")
     with fake() as server:
-        table = asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, server=server))
-    assert list(table.task) == lm_chapter.TASKS
+        table = asyncio.run(s12.run_tasks(server.base_url, server.model, server=server))
+    assert list(table.task) == s12.TASKS
     assert set(table.turns) == {2} and set(table.tool_runs) == {1} and set(table.status) == {"completed"}
     assert set(table.calls) == {"list_files()"} and set(table.answer) == {"fake answer after 1 turns"}
     assert [len(t) for t in table.attrs["turn_ms"]] == [2] * 6
-    total = lm_chapter.total_line(table)
+    total = s12.total_line(table)
     assert total.startswith("TOTAL turns=12  toolruns=6  wall=")
-    assert len(lm_chapter.task_lines(table).splitlines()) == 6
-    side = lm_chapter.beside_recorded(table)
+    assert len(s12.task_lines(table).splitlines()) == 6
+    side = s12.beside_recorded(table)
     assert list(side.columns.levels[0]) == ["chapter (Qwen2.5-0.5B, recorded)", "here (SmolLM2-135M, live)"]
     assert side[("chapter (Qwen2.5-0.5B, recorded)", "wall_ms")].sum() == 82896
 
@@ -316,16 +318,16 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
     started = time.monotonic()
     with LocalModel(progress=lines.append) as server:
         port, pid = server.port, server.process.pid
-        table = asyncio.run(lm_chapter.run_tasks(server.base_url, server.model, state_dir=str(tmp_path),
+        table = asyncio.run(s12.run_tasks(server.base_url, server.model, state_dir=str(tmp_path),
                                                  server=server))
         assert server.died is None
     gone(pid, port)
     seconds = time.monotonic() - started
-    print(f"\n{lm_chapter.task_lines(table)}\n{lm_chapter.total_line(table)}\n"
+    print(f"\n{s12.task_lines(table)}\n{s12.total_line(table)}\n"
           f"load {server.load_s:.1f} s, whole test {seconds:.1f} s")
-    assert list(table.task) == lm_chapter.TASKS
+    assert list(table.task) == s12.TASKS
     assert set(table.status) <= {"completed", "max_turns_exceeded", "interrupted"}
-    assert all(1 <= t <= lm_chapter.MAX_TURNS for t in table.turns)
+    assert all(1 <= t <= s12.MAX_TURNS for t in table.turns)
     assert table.tool_runs.sum() >= 1, "the model called no tool at all: is tool_choice sent?"
     assert all(len(ms) == t for ms, t in zip(table.attrs["turn_ms"], table.turns))
     assert lines[-1].startswith("local model: ready at")
@@ -334,7 +336,7 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
 
 @pytest.mark.slow
 def test_run_six_starts_and_stops_its_server(fake_installed):
-    table = lm_chapter.run_six(max_turns=3)
+    table = s12.run_six(max_turns=3)
     assert len(table) == 6 and table.attrs["load_s"] >= 0.3
     assert set(table.status) == {"completed"}
 
@@ -342,7 +344,7 @@ def test_run_six_starts_and_stops_its_server(fake_installed):
 @pytest.mark.slow
 def test_the_report_marks_section_12_as_measured_with_another_model(fake_installed):
     from harness_lib.chapter.figures import OTHER_MODEL, compare, tally
-    measured = lm_chapter.section_12_live()
+    measured = s12.section_12_live()
     assert measured == {"local.turns": 12, "local.toolruns": 6, "local.wall": measured["local.wall"],
                         "local.mean_turn": measured["local.mean_turn"]}
     table = compare(measured, section="12-local-model")
@@ -439,14 +441,14 @@ def test_the_middleware_rewrites_chat_bodies_only():
 
 
 def test_the_turn_time_figure_shows_every_turn_of_both(url):
-    scripted = asyncio.run(lm_chapter.scripted_turn_ms(url, runs=2))
+    scripted = asyncio.run(s12.scripted_turn_ms(url, runs=2))
     assert len(scripted) == 6 and all(ms > 0 for ms in scripted)      # two plan runs, three turns each
-    live = lm_chapter.pd.DataFrame({"task": ["a", "b"]})
+    live = pd.DataFrame({"task": ["a", "b"]})
     live.attrs["turn_ms"] = [[700.0, 1500.0], [900.0]]
-    fig = lm_chapter.turn_times(live, scripted)
+    fig = s12.turn_times(live, scripted)
     (ax,) = fig.axes
     assert [len(c.get_offsets()) for c in ax.collections] == [6, 3]
-    assert ax.get_xscale() == "log" and lm_chapter.plots.png(fig).startswith(b"\x89PNG")
+    assert ax.get_xscale() == "log" and plots.png(fig).startswith(b"\x89PNG")
 
 
 @pytest.mark.slow

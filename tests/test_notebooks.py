@@ -14,8 +14,15 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from harness_lib.chapter import experiments as ex
-from harness_lib.chapter import notebooks, plots
+from harness_lib.chapter import common, notebooks, plots
+from harness_lib.chapter import s01_loop as s01
+from harness_lib.chapter import s02_turn_cap as s02
+from harness_lib.chapter import s03_budget as s03
+from harness_lib.chapter import s09_cancellation as s09
+from harness_lib.chapter import s10_trace as s10
+from harness_lib.chapter import s11_latency as s11
+from harness_lib.chapter import s12_local_model as s12
+from harness_lib.chapter import s14_stop_conditions as s14
 from harness_lib.chapter.figures import compare
 from harness_lib.trace import read
 
@@ -28,46 +35,46 @@ def arun(coro):
     return asyncio.run(coro)
 
 
-# -- helpers in experiments.py ----------------------------------------------------------------------
+# -- the chapter modules' helpers ---------------------------------------------------------------
 def test_request_parts_sum_to_the_billed_prompt_tokens(url):
-    out, _, _ = arun(ex.loop_plan(url))
-    parts = ex.request_parts(out.state, [t.schema() for t in out.workspace.tools()])
+    out, _, _ = arun(s01.loop_plan(url))
+    parts = s01.request_parts(out.state, [t.schema() for t in out.workspace.tools()])
     assert parts.groupby("turn")["tokens"].sum().tolist() == [t["prompt_tokens"] for t in out.state.per_turn]
     assert parts.groupby("turn").size().tolist() == [3, 5, 7]  # schemas + 2, 4, 6 messages
     assert (parts["tokens"] > 0).all()
 
 
 def test_request_parts_without_tools_has_no_schema_tokens(url):
-    out, _, _ = arun(ex.loop_plan(url))
-    parts = ex.request_parts(out.state, [])
+    out, _, _ = arun(s01.loop_plan(url))
+    parts = s01.request_parts(out.state, [])
     assert (parts[parts["role"] == "tool schemas"]["tokens"] == 0).all()
 
 
 def test_trace_helpers_on_the_approval_run(url, tmp_path):
-    _, events, _, measured = arun(ex.trace_demo(url, tmp_path, run_id="n1"))
+    _, events, _, measured = arun(s10.trace_demo(url, tmp_path, run_id="n1"))
     assert events == read(tmp_path / "trace.jsonl")
     assert {e["runId"] for e in events} == {"n1"} and measured == {"trace.lines": 6}
-    lines = ex.trace_lines(events).splitlines()
+    lines = common.trace_lines(events).splitlines()
     assert len(lines) == 6 and '"ts"' not in "".join(lines) and lines[0].startswith('{"runId":"n1","type":"turn"')
-    turns = ex.turn_costs(events, run_id="n1")
+    turns = s10.turn_costs(events, run_id="n1")
     assert turns["turn"].tolist() == [1, 2]
     assert turns["turn_cost_usd"].tolist() == [0.000684, 0.000886]
-    assert ex.turn_costs(events, run_id="nobody").empty
+    assert s10.turn_costs(events, run_id="nobody").empty
 
 
 def test_turn_costs_restart_per_run():
     events = [{"runId": r, "type": "turn", "turn": t, "prompt_tokens": 1, "completion_tokens": 1, "costUsd": c}
               for r, t, c in (("a", 1, 0.1), ("a", 2, 0.3), ("b", 1, 0.2))]
-    assert ex.turn_costs(events)["turn_cost_usd"].tolist() == [0.1, 0.2, 0.2]
+    assert s10.turn_costs(events)["turn_cost_usd"].tolist() == [0.1, 0.2, 0.2]
 
 
 def test_local_summary_reproduces_the_chapter_total_line():
-    summary = ex.local_summary(ex.recorded_local_model())
+    summary = s12.local_summary(s12.recorded_local_model())
     table = compare(summary, section="12-local-model")
     assert (table["chapter"].str.removesuffix(" ms") == table["ours"].str.removesuffix(" ms")).all()
 
 
-_SCENARIO = ex.scenario
+_SCENARIO = common.scenario
 
 
 def _local_model_states(url, monkeypatch, **options):
@@ -77,8 +84,8 @@ def _local_model_states(url, monkeypatch, **options):
         out = await real(*args, **kwargs)
         states.append(out.state)
         return out
-    monkeypatch.setattr(ex, "scenario", recording)
-    table = arun(ex.local_model(url, model="plan", **options))  # the scripted provider plays the server
+    monkeypatch.setattr(s12, "scenario", recording)
+    table = arun(s12.local_model(url, model="plan", **options))  # the scripted provider plays the server
     return table, states
 
 
@@ -86,7 +93,7 @@ def test_a_real_endpoint_is_priced_as_unknown_unless_prices_are_given(url, monke
     from harness_lib.pricing import CHAPTER_PRICES
 
     table, states = _local_model_states(url, monkeypatch)
-    assert len(table) == len(states) == len(ex.LOCAL_TASKS) and (table["status"] == "completed").all()
+    assert len(table) == len(states) == len(s12.LOCAL_TASKS) and (table["status"] == "completed").all()
     assert all(s.prompt_tokens > 0 and s.own_cost_usd == 0 for s in states)  # tokens counted, dollars unknown
     _, priced = _local_model_states(url, monkeypatch, pricing=CHAPTER_PRICES)
     assert [s.prompt_tokens for s in priced] == [s.prompt_tokens for s in states]
@@ -97,10 +104,10 @@ def test_a_real_endpoint_needs_a_model_name_in_one_line(url):
     from harness_lib.chapter.params import ParameterError
 
     with pytest.raises(ParameterError) as info:
-        arun(ex.local_model(url))  # conftest clears LLM_MODEL
+        arun(s12.local_model(url))  # conftest clears LLM_MODEL
     (line,) = info.value._render_traceback_()
     assert line.startswith("ParameterError: LLM_MODEL is not set") and url in line and "\n" not in line
-    assert arun(ex.local_model(None)) is None  # no server configured: the recorded run is shown instead
+    assert arun(s12.local_model(None)) is None  # no server configured: the recorded run is shown instead
 
 
 # -- plots ------------------------------------------------------------------------------------------
@@ -127,16 +134,16 @@ def _figures():
     latency = pd.DataFrame({"latency_ms": [0, 50, 100], "wall_ms": [5.0, 155.0, 305.0]})
     stopped = pd.DataFrame({"turns": [3, 3], "cost_usd": [prefix.loc[3, "cost_usd"]] * 2}, index=["x", "y"])
     return {
-        "request_parts": plots.request_parts(parts),
-        "quadratic_growth": plots.quadratic_growth(prefix, np.polyfit(prefix.index, prefix["input_tokens"], 2)),
-        "cost_vs_cap": plots.cost_vs_cap(prefix, runs),
-        "budget_stairs": plots.budget_stairs(prefix, budgets),
+        "request_parts": s01.request_parts_plot(parts),
+        "quadratic_growth": s02.quadratic_growth_plot(prefix, np.polyfit(prefix.index, prefix["input_tokens"], 2)),
+        "cost_vs_cap": s02.cost_vs_cap_plot(prefix, runs),
+        "budget_stairs": s03.budget_stairs_plot(prefix, budgets),
         "bars": plots.bars(table, ["turns", "cost_usd"], formats=["{}", "${:.6f}"],
                            highlight=pd.Series([False, True]), highlight_label="answered"),
-        "cancel_timeline": plots.cancel_timeline(timelines, {"no Stop": 1050.0, "Stop, tool deaf": 3000.0}, 1.2),
-        "turn_costs": plots.turn_costs(turns),
-        "latency_fit": plots.latency_fit(latency, 3.0, 5.0),
-        "stops_on_curve": plots.stops_on_curve(prefix, stopped),
+        "cancel_timeline": s09.cancel_timeline_plot(timelines, {"no Stop": 1050.0, "Stop, tool deaf": 3000.0}, 1.2),
+        "turn_costs": s10.turn_costs_plot(turns),
+        "latency_fit": s11.latency_fit_plot(latency, 3.0, 5.0),
+        "stops_on_curve": s14.stops_on_curve_plot(prefix, stopped),
     }
 
 
@@ -149,12 +156,12 @@ def test_every_plot_returns_a_figure_that_renders():
 
 
 def test_png_is_byte_identical_for_identical_figures():
-    assert plots.png(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0)) == \
-        plots.png(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
+    assert plots.png(s11.latency_fit_plot(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0)) == \
+        plots.png(s11.latency_fit_plot(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
 
 
 def test_dollar_labels_are_not_mathtext():
-    fig = plots.budget_stairs(_prefix(), pd.DataFrame({"budget_usd": [0.005], "turns": [5], "spent_usd": [0.0061]}))
+    fig = s03.budget_stairs_plot(_prefix(), pd.DataFrame({"budget_usd": [0.005], "turns": [5], "spent_usd": [0.0061]}))
     texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("$0.005" in t for t in texts)
     plots.png(fig)  # would raise on an unbalanced formula if "$...$" were parsed as math
@@ -165,7 +172,7 @@ def test_show_publishes_a_png_and_nothing_else(monkeypatch):
 
     published = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: published.append((obj, raw)))
-    plots.show(plots.latency_fit(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
+    plots.show(s11.latency_fit_plot(pd.DataFrame({"latency_ms": [0, 1], "wall_ms": [1.0, 4.0]}), 3.0, 1.0))
     (bundle, raw), = published
     assert raw and list(bundle) == ["image/png"]
     assert base64.b64decode(bundle["image/png"]).startswith(PNG)

@@ -220,7 +220,7 @@ def test_the_wheel_holds_every_data_file_and_no_project_folder(wheel):
     in_wheel = sorted(n.removeprefix("harness_lib/data/") for n in names if n.startswith("harness_lib/data/"))
     assert in_wheel == _data_files(ROOT / "harness_lib" / "data")
     assert "harness_lib/resources.py" in names and "harness_lib/scripted/server.py" in names
-    assert "harness_lib/chapter/experiments.py" in names
+    assert "harness_lib/chapter/s01_loop.py" in names
     assert not [n for n in names if n.split("/")[0] in ("data", "tests", "notebooks", "reports", "benchmarks")]
 
 
@@ -229,17 +229,19 @@ def test_the_wheel_holds_every_data_file_and_no_project_folder(wheel):
 EXPERIMENT = """
 import asyncio, json, sys
 import harness_lib
-from harness_lib.chapter import experiments as ex
+from harness_lib.chapter import s01_loop as s01
+from harness_lib.chapter import s10_trace as s10
+from harness_lib.chapter import s12_local_model as s12
 from harness_lib.chapter.figures import compare
 from harness_lib.resources import data_path
 from harness_lib.scripted import ScriptedProvider
 
 with ScriptedProvider() as provider:
-    result = asyncio.run(ex.loop_plan(provider.base_url, max_turns=20))
+    result = asyncio.run(s01.loop_plan(provider.base_url, max_turns=20))
 table = compare(result.measured, section="01-loop")  # notebook 01's own comparison
 print(json.dumps({"file": harness_lib.__file__, "prefix": sys.prefix, "data": str(data_path()),
-                  "matches": table["match"].tolist(), "trace": ex.chapter_trace(),
-                  "local": ex.local_summary(ex.recorded_local_model())}))
+                  "matches": table["match"].tolist(), "trace": s10.chapter_trace(),
+                  "local": s12.local_summary(s12.recorded_local_model())}))
 """
 
 
@@ -291,9 +293,10 @@ def test_the_wheel_works_in_a_fresh_environment_outside_the_repository(wheel, tm
     assert not Path(got["file"]).resolve().is_relative_to(ROOT), got["file"]
     assert Path(got["data"]) == (site / "harness_lib" / "data").resolve()
     assert got["matches"] and set(got["matches"]) <= {"exact", "within tolerance"}, got["matches"]
-    from harness_lib.chapter import experiments as ex
-    assert got["trace"] == ex.chapter_trace()
-    assert got["local"] == ex.local_summary(ex.recorded_local_model())
+    from harness_lib.chapter import s10_trace as s10
+    from harness_lib.chapter import s12_local_model as s12
+    assert got["trace"] == s10.chapter_trace()
+    assert got["local"] == s12.local_summary(s12.recorded_local_model())
 
     chapter = run(str(python), "-m", "harness_lib", "chapter", "--execute")
     assert chapter.returncode == 2 and chapter.stdout == "", chapter.stdout + chapter.stderr

@@ -21,9 +21,19 @@ import pytest
 from nbclient import NotebookClient
 from scan_ticks import ended_before_the_next_tick
 
-from harness_lib.chapter import beyond, params
-from harness_lib.chapter import experiments as ex
-from harness_lib.chapter import local_model as lm
+from harness_lib.chapter import params
+from harness_lib.chapter import s00_scripted_provider as s00
+from harness_lib.chapter import s01_loop as s01
+from harness_lib.chapter import s02_turn_cap as s02
+from harness_lib.chapter import s03_budget as s03
+from harness_lib.chapter import s05_tool_errors as s05
+from harness_lib.chapter import s06_dedupe as s06
+from harness_lib.chapter import s08_resume as s08
+from harness_lib.chapter import s09_cancellation as s09
+from harness_lib.chapter import s10_trace as s10
+from harness_lib.chapter import s11_latency as s11
+from harness_lib.chapter import s12_local_model as s12
+from harness_lib.chapter import s13_subagent as s13
 from harness_lib.chapter.figures import NO_FIGURE, compare, relabel, tally
 from harness_lib.chapter.stop_button import STOP_REASON, Stopped, stoppable, whole
 from harness_lib.loop import Options, run
@@ -45,7 +55,7 @@ def one_line(exc: params.ParameterError) -> str:
 
 # -- parameters a reader types --------------------------------------------------------------------------
 def test_caps_without_the_chapters_values_are_compared_as_having_no_figure(url):
-    table, measured = arun(ex.cap_table(url, caps=(5, 10, 30, 60)))
+    table, measured = arun(s02.cap_table(url, caps=(5, 10, 30, 60)))
     assert table.index.tolist() == [5, 10, 30, 60]
     comparison = compare(measured, section="02-turn-cap")
     assert (comparison["match"] == NO_FIGURE).all() and len(comparison) == 4
@@ -55,18 +65,18 @@ def test_caps_without_the_chapters_values_are_compared_as_having_no_figure(url):
 
 
 def test_caps_beyond_the_long_run_leave_blanks_not_a_keyerror(url):
-    table, measured = arun(ex.cap_table(url, caps=(10, 40)))
-    prefix = arun(ex.runaway_prefix(url, long_cap=30))
-    beside = ex.prefix_check(prefix, table)
+    table, measured = arun(s02.cap_table(url, caps=(10, 40)))
+    prefix = arun(s02.runaway_prefix(url, long_cap=30))
+    beside = s02.prefix_check(prefix, table)
     assert beside.loc[10, ("prefix of one long run", "input_tokens")] == table.loc[10, "in"]
     assert pd.isna(beside.loc[40, ("prefix of one long run", "input_tokens")])
-    d = ex.doubling(prefix)
+    d = s02.doubling(prefix)
     assert (d["from"], d["to"]) == (15, 30) and d["in_ratio"] > 2  # quadratic: more than double
     assert "<table" in params.table(beside)._repr_html_()
 
 
 def test_one_chapter_cap_among_others_is_compared_exactly(url):
-    _, measured = arun(ex.cap_table(url, caps=[8, 9]))
+    _, measured = arun(s02.cap_table(url, caps=[8, 9]))
     comparison = compare(measured, section="02-turn-cap").set_index("figure")
     assert comparison.loc["runaway, cap 8: input tokens", "match"] == "exact"
     assert comparison.loc["runaway, cap 9: input tokens", "match"] == NO_FIGURE
@@ -74,14 +84,14 @@ def test_one_chapter_cap_among_others_is_compared_exactly(url):
 
 @pytest.mark.parametrize("budgets", [0.01, [0.01], (0.010, 0.02)])
 def test_a_scalar_budget_or_any_tuple_works(url, budgets):
-    table, measured = arun(ex.budget_table(url, budgets=budgets))
+    table, measured = arun(s03.budget_table(url, budgets=budgets))
     comparison = compare(measured, section="03-budget")
     assert set(comparison.loc[comparison["id"] != "", "match"]) == {"exact"}
     assert len(table) == (1 if not isinstance(budgets, tuple) else 2)
 
 
 def test_budgets_without_the_chapters_value_say_so(url):
-    _, measured = arun(ex.budget_table(url, budgets=(0.02, 0.03)))
+    _, measured = arun(s03.budget_table(url, budgets=(0.02, 0.03)))
     comparison = compare(measured, section="03-budget")
     assert comparison["match"].tolist() == [NO_FIGURE, NO_FIGURE]
     assert "0 of 0" in tally(comparison)
@@ -106,36 +116,36 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
 
 
 @pytest.mark.parametrize("call, name", [
-    (lambda u: ex.cap_table(u, caps="many"), "CAPS"),
-    (lambda u: ex.cap_table(u, caps=(0, 8)), "CAPS"),
-    (lambda u: ex.cap_table(u, caps=()), "CAPS"),
-    (lambda u: ex.cap_table(u, caps=(8.5,)), "CAPS"),
-    (lambda u: ex.runaway_prefix(u, long_cap=True), "LONG_CAP"),
-    (lambda u: ex.budget_table(u, budgets=-0.01), "BUDGETS"),
-    (lambda u: ex.budget_table(u, budgets=float("nan")), "BUDGETS"),
-    (lambda u: ex.budget_table(u, budgets=(0.01, "x")), "BUDGETS"),
-    (lambda u: ex.loop_plan(u, max_turns=0), "MAX_TURNS"),
-    (lambda u: ex.tool_errors(u, cap=-1), "CAP"),
-    (lambda u: ex.resume_after_kill(u, kill_after_tool_results=3), "KILL_AFTER_TOOL_RESULTS"),
-    (lambda u: ex.resume_after_kill(u, hold_ms=-5), "HOLD_MS"),
-    (lambda u: ex.cancellation(u, stop_at=0), "STOP_AT"),
-    (lambda u: ex.latency((0,), repeats=1), "LATENCIES_MS"),
-    (lambda u: ex.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
-    (lambda u: ex.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
-    (lambda u: ex.switch_servers(u, "runaway"), "SCENARIO"),
-    (lambda u: ex.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
-    (lambda u: ex.trace_demo(u, run_id=""), "RUN_ID"),
-    (lambda u: ex.local_model(u, model="m", max_turns=0), "MAX_TURNS"),
-    (lambda u: lm.arun_six(0), "LOCAL_MAX_TURNS"),
-    (lambda u: beyond.forecast_lines(u, observed=1), "OBSERVED"),
-    (lambda u: beyond.forecast_lines(u, caps=(0,)), "CAPS"),
-    (lambda u: beyond.cap_forecast(u, observed=(2, "3")), "OBSERVED"),
-    (lambda u: beyond.forecast_breaks(u, observed=2.5), "OBSERVED"),
-    (lambda u: beyond.forecast_breaks(u, caps="many"), "CAPS"),
-    (lambda u: beyond.permanent_errors(u, cap=0), "PERMANENT_CAP"),
-    (lambda u: beyond.permanent_errors(u, recover_cap=True), "CAP"),
-    (lambda u: beyond.strict_budgets(u, budgets=-0.01), "BUDGETS"),
-    (lambda u: beyond.strict_budgets(u, budgets=(0.01,), sweep=-1), "SWEEP"),
+    (lambda u: s02.cap_table(u, caps="many"), "CAPS"),
+    (lambda u: s02.cap_table(u, caps=(0, 8)), "CAPS"),
+    (lambda u: s02.cap_table(u, caps=()), "CAPS"),
+    (lambda u: s02.cap_table(u, caps=(8.5,)), "CAPS"),
+    (lambda u: s02.runaway_prefix(u, long_cap=True), "LONG_CAP"),
+    (lambda u: s03.budget_table(u, budgets=-0.01), "BUDGETS"),
+    (lambda u: s03.budget_table(u, budgets=float("nan")), "BUDGETS"),
+    (lambda u: s03.budget_table(u, budgets=(0.01, "x")), "BUDGETS"),
+    (lambda u: s01.loop_plan(u, max_turns=0), "MAX_TURNS"),
+    (lambda u: s05.tool_errors(u, cap=-1), "CAP"),
+    (lambda u: s08.resume_after_kill(u, kill_after_tool_results=3), "KILL_AFTER_TOOL_RESULTS"),
+    (lambda u: s08.resume_after_kill(u, hold_ms=-5), "HOLD_MS"),
+    (lambda u: s09.cancellation(u, stop_at=0), "STOP_AT"),
+    (lambda u: s11.latency((0,), repeats=1), "LATENCIES_MS"),
+    (lambda u: s13.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
+    (lambda u: s13.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
+    (lambda u: s00.switch_servers(u, "runaway"), "SCENARIO"),
+    (lambda u: s06.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
+    (lambda u: s10.trace_demo(u, run_id=""), "RUN_ID"),
+    (lambda u: s12.local_model(u, model="m", max_turns=0), "MAX_TURNS"),
+    (lambda u: s12.arun_six(0), "LOCAL_MAX_TURNS"),
+    (lambda u: s02.forecast_lines(u, observed=1), "OBSERVED"),
+    (lambda u: s02.forecast_lines(u, caps=(0,)), "CAPS"),
+    (lambda u: s02.cap_forecast(u, observed=(2, "3")), "OBSERVED"),
+    (lambda u: s02.forecast_breaks(u, observed=2.5), "OBSERVED"),
+    (lambda u: s02.forecast_breaks(u, caps="many"), "CAPS"),
+    (lambda u: s05.permanent_errors(u, cap=0), "PERMANENT_CAP"),
+    (lambda u: s05.permanent_errors(u, recover_cap=True), "CAP"),
+    (lambda u: s03.strict_budgets(u, budgets=-0.01), "BUDGETS"),
+    (lambda u: s03.strict_budgets(u, budgets=(0.01,), sweep=-1), "SWEEP"),
 ])
 def test_an_unreasonable_value_gets_one_line_naming_the_parameter(url, call, name):
     with pytest.raises(params.ParameterError) as info:
@@ -146,10 +156,10 @@ def test_an_unreasonable_value_gets_one_line_naming_the_parameter(url, call, nam
 
 @pytest.mark.slow
 def test_stop_later_than_the_scan_is_never_pressed(url):
-    table, _, measured = arun(ex.cancellation(url, stop_at=3.6))
+    table, _, measured = arun(s09.cancellation(url, stop_at=3.6))
     assert table["stop"].iloc[1:].tolist() == ["never pressed: the run ended first"] * 2
     assert table["stop_to_end_ms"].isna().all() and (table["status"] == "completed").all()
-    assert "cancel.click_to_stop" not in measured and "never pressed" in ex.cancel_story(table)
+    assert "cancel.click_to_stop" not in measured and "never pressed" in s09.cancel_story(table)
     assert all(not k.startswith("cancel.stop") for k in measured)  # relabelled: STOP_AT differs
 
 
@@ -166,7 +176,7 @@ def private_tmp(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
-    table, events, measured = arun(ex.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
+    table, events, measured = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
     assert table.index[0] == "child killed (SIGKILL, exit -9)"
     assert table["turns"].tolist() == [1, 3] and table["status"].tolist() == ["running", "completed"]
     assert all(" " in k for k in measured)  # killed elsewhere than the chapter: no chapter figure applies
@@ -174,24 +184,24 @@ def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
 
 @pytest.mark.slow
 def test_trace_demo_and_the_two_process_run_leave_no_folder(url, private_tmp):
-    _, events, _, measured = arun(ex.trace_demo(url, run_id="n1"))
+    _, events, _, measured = arun(s10.trace_demo(url, run_id="n1"))
     assert measured == {"trace.lines": 6}
-    other = arun(ex.two_process_run(url, run_id="two"))
+    other = arun(s10.two_process_run(url, run_id="two"))
     stops = [(e["status"], e["reason"]) for e in other if e["type"] == "run_stopped"]
     assert stops == [("interrupted", "approval"), ("completed", "completed")]  # child process, then here
     assert {e["runId"] for e in other} == {"two"}
 
 
 def test_the_prose_about_the_child_follows_its_cap(url):
-    out, table = arun(ex.subagent(url, child_max_turns=2))
-    story = ex.child_story(out)
+    out, table = arun(s13.subagent(url, child_max_turns=2))
+    story = s13.child_story(out)
     assert table.loc["child (research)", "turns"] == 2 and story.startswith("The child spent 2 turns")
-    out, _ = arun(ex.subagent(url))
-    assert ex.child_story(out).startswith("The child spent 3 turns and ran 2 tool calls")
+    out, _ = arun(s13.subagent(url))
+    assert s13.child_story(out).startswith("The child spent 3 turns and ran 2 tool calls")
 
 
 def test_fatal_row_does_not_claim_the_model_read_the_error(url):
-    table, _, _ = arun(ex.tool_errors(url))
+    table, _, _ = arun(s05.tool_errors(url))
     assert table.loc["fatal", "what the model read"].startswith("(nothing")
     assert table.loc["descriptive", "what the model read"].startswith("Error: no such file")
 
@@ -199,7 +209,7 @@ def test_fatal_row_does_not_claim_the_model_read_the_error(url):
 def test_recorded_local_model_data_is_labelled_on_its_plot():
     from harness_lib.chapter import plots
 
-    results = ex.recorded_local_model().set_index("task")
+    results = s12.recorded_local_model().set_index("task")
     fig = plots.bars(results, ["wall_ms"], titles=["wall time per task (ms)"])
     assert "recorded" in fig.get_suptitle().lower()
 
@@ -260,7 +270,7 @@ def test_sigint_during_a_many_run_experiment_ends_it_with_one_line(url):
 
     async def main():
         _interrupt_after(1.0)  # 1 s into the first of three scans of 3 s each
-        return await ex.cancellation(url, progress=ended_runs.append)  # a line as each run ends
+        return await s09.cancellation(url, progress=ended_runs.append)  # a line as each run ends
 
     started = time.monotonic()
     with pytest.raises(Stopped) as info:
@@ -314,22 +324,22 @@ def test_notebook_03_with_a_scalar_budget_and_a_bad_one(tmp_path):
 
 
 def test_the_prose_about_the_policies_follows_the_cap(url):
-    table, _, _ = arun(ex.tool_errors(url))
-    assert ex.policy_story(table).startswith("Only `descriptive` got to an answer")
-    table, _, _ = arun(ex.tool_errors(url, cap=2))
-    story = ex.policy_story(table)
+    table, _, _ = arun(s05.tool_errors(url))
+    assert s05.policy_story(table).startswith("Only `descriptive` got to an answer")
+    table, _, _ = arun(s05.tool_errors(url, cap=2))
+    story = s05.policy_story(table)
     assert story.startswith("No policy got to an answer") and "after 2 turns" in story
     assert " $" not in story  # dollars only inside code spans: a bare "$" starts a formula in Markdown
 
 
 # -- the beyond-the-chapter cells with a reader's values ------------------------------------------------------
 def test_forecast_and_caps_the_chapter_has_no_figure_for(url):
-    lines = arun(beyond.forecast_lines(url, observed=2, caps=[5, 60])).splitlines()
+    lines = arun(s02.forecast_lines(url, observed=2, caps=[5, 60])).splitlines()
     assert [line.split(":")[0] for line in lines] == ["cap   5", "cap  60"]
-    table, curve, _ = arun(beyond.cap_forecast(url, observed=(2, 2), caps=(5, 60)))
+    table, curve, _ = arun(s02.cap_forecast(url, observed=(2, 2), caps=(5, 60)))
     assert table.index.get_level_values("observed_turns").unique().tolist() == [2]  # OBSERVED=2: once
     assert curve.index.max() == 60
-    breaks, _ = arun(beyond.forecast_breaks(url, observed=4, caps=(5,)))
+    breaks, _ = arun(s02.forecast_breaks(url, observed=4, caps=(5,)))
     assert breaks.index.get_level_values("cap").unique().tolist() == [5]
     # plan answers at turn 3: it is priced from the 3 turns it has, the others from the 4 asked for
     assert breaks["observed_turns"].tolist() == [4, 4, 3, 4]
@@ -337,10 +347,10 @@ def test_forecast_and_caps_the_chapter_has_no_figure_for(url):
 
 @pytest.mark.parametrize("budgets", [0.01, (0.02, 0.007)])
 def test_strict_budgets_take_one_budget_or_any_tuple_and_show_those_rows(url, budgets):
-    table, measured = arun(beyond.strict_budgets(url, budgets=budgets, sweep=0))
-    rows = beyond.budget_rows(table, budgets)
+    table, measured = arun(s03.strict_budgets(url, budgets=budgets, sweep=0))
+    rows = s03.budget_rows(table, budgets)
     wanted = sorted(budgets) if isinstance(budgets, tuple) else [budgets]
     assert table.index.get_level_values("budget_usd").unique().tolist() == wanted  # in budget order
     assert len(rows) == 2 * len(wanted) and measured["strict.over_budget_runs"] == 0
-    swept, _ = arun(beyond.strict_budgets(url, budgets=budgets, sweep=3))
+    swept, _ = arun(s03.strict_budgets(url, budgets=budgets, sweep=3))
     assert len(swept) == 2 * len(set(wanted) | {0.005, 0.0275, 0.05, 0.01})

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness_lib import budget, tokens
-from harness_lib.chapter import beyond as B
 from harness_lib.chapter import plots
-from harness_lib.chapter.experiments import continue_run, scenario
+from harness_lib.chapter import s03_budget as s03
+from harness_lib.chapter.common import continue_run, scenario
 from harness_lib.loop import Options, run
 from harness_lib.pricing import CHAPTER_PRICES, UNPRICED, Pricing
 from harness_lib.scripted.scripts import TIMEOUT_ANSWER, asks, call, text, turn_index
@@ -72,7 +72,7 @@ def runaway_reply(t):
 # -- the chapter's budgets and a sweep between ----------------------------------------------------------------
 @pytest.mark.slow
 def test_strict_budget_is_never_crossed_over_the_sweep(url):
-    table, m = go(B.strict_budgets(url))
+    table, m = go(s03.strict_budgets(url))
     strict, chapter = table.xs("strict", level="check"), table.xs("chapter", level="check")
     assert len(strict) == m["strict.budgets"] >= 25
     # the strict check: never above the budget, by any amount, at any budget of the sweep
@@ -86,7 +86,7 @@ def test_strict_budget_is_never_crossed_over_the_sweep(url):
     assert m["strict.turns_fewer_by_at_most"] == 1
     assert (m["strict.0.01.spent"], m["strict.0.01.turns"]) == (0.00907, 8)
     assert set(strict["ended by"]) == {"refused: prompt too dear", "reply cut at max_tokens"}
-    assert plots.png(B.strict_budget_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plots.png(s03.strict_budget_plot(table))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_off_by_default_the_chapters_budget_is_unchanged(url):
@@ -301,7 +301,7 @@ def test_a_ceiling_that_is_not_a_whole_number_of_at_least_1_is_refused(bad):
 
 # -- another tokenizer: the local count is an estimate, and the margin is what makes it hold ---------------------
 def test_tokenizer_margin_measured_against_cl100k(url):
-    table, samples, m = go(B.tokenizer_margin(url))
+    table, samples, m = go(s03.tokenizer_margin(url))
     assert m["margin.requests"] == len(table) == 49 and m["margin.scripted_needed"] == 0.0  # exact here
     assert (table["billed"] == table["o200k"]).all()
     assert 0.9 < m["margin.cl100k_min_ratio"] <= m["margin.cl100k_max_ratio"] < 1  # the chapter's requests
@@ -315,7 +315,7 @@ class CL100KServer(Model):
 
     async def complete(self, model, messages, tools=None, **extra):
         data = await super().complete(model, messages, tools, **extra)
-        CL100KServer.enc = CL100KServer.enc or B.cl100k()
+        CL100KServer.enc = CL100KServer.enc or s03.cl100k()
         data["usage"]["prompt_tokens"] = len(self.enc.encode_ordinary(tokens.compact(messages))) + \
             len(self.enc.encode_ordinary(tokens.compact(tools)))
         return data

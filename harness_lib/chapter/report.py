@@ -19,9 +19,18 @@ import pandas as pd
 
 from ..scripted import ScriptedProvider
 from . import collected
-from . import experiments as E
+from . import s01_loop as s01
+from . import s02_turn_cap as s02
+from . import s03_budget as s03
+from . import s05_tool_errors as s05
+from . import s06_dedupe as s06
+from . import s07_approval as s07
+from . import s08_resume as s08
+from . import s09_cancellation as s09
+from . import s10_trace as s10
+from . import s11_latency as s11
 from .figures import chapter_figures, compare, is_label, tally
-from .local_model import LOCAL_EXTRA, section_12_live
+from .s12_local_model import LOCAL_EXTRA, section_12_live
 
 # Relative: written in the folder the command runs in (make chapter: the project's), never in the package.
 REPORTS = Path("reports")
@@ -29,10 +38,10 @@ REPORTS = Path("reports")
 
 # Each section of the report and the experiment that measures it (the section a notebook names in its
 # ``beside_the_chapter`` call).
-EXPERIMENTS = {"01-loop": E.loop_plan, "02-turn-cap": E.cap_table, "03-budget": E.budget_table,
-               "05-tool-errors": E.tool_errors, "06-dedupe": E.dedupe, "07-approval": E.approval,
-               "08-resume": E.resume_after_kill, "09-cancel": E.cancellation, "10-trace": E.trace_demo,
-               "11-latency": E.latency}
+EXPERIMENTS = {"01-loop": s01.loop_plan, "02-turn-cap": s02.cap_table, "03-budget": s03.budget_table,
+               "05-tool-errors": s05.tool_errors, "06-dedupe": s06.dedupe, "07-approval": s07.approval,
+               "08-resume": s08.resume_after_kill, "09-cancel": s09.cancellation, "10-trace": s10.trace_demo,
+               "11-latency": s11.latency}
 
 
 def chapter_only(measured: dict) -> dict:
@@ -46,7 +55,7 @@ async def measure_all(base_url: str, skip=()) -> dict:
     measured: dict = {}
     for section, experiment in EXPERIMENTS.items():
         if section not in skip:
-            result = await (experiment() if experiment is E.latency else experiment(base_url))
+            result = await (experiment() if experiment is s11.latency else experiment(base_url))
             measured.update(result.measured)
     return chapter_only(measured)
 

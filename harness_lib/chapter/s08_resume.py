@@ -1,0 +1,121 @@
+"""Notebook 08, persist and resume: a run in a child process killed with SIGKILL, restored and finished here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from ..scripted import ScriptedProvider
+from ..state import StateFileError, load
+from ..trace import Trace, read
+from ..workspace import Workspace
+from . import params
+from .common import Measured, scenario
+from .figures import relabel
+from .stop_button import all_or_nothing
+
+
+class ResumeAfterKill(NamedTuple):
+    """08: a run killed in a child process, restored from disk and finished here."""
+    table: pd.DataFrame     # the run as restored, then as finished
+    events: list            # the trace's events, both processes
+    measured: Measured
+
+
+PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
+
+
+HOLD_MS = 400  # the child's provider holds each request this long, so the kill lands while it waits for a turn
+
+
+@all_or_nothing
+async def resume_after_kill(base_url: str, workdir: str | Path | None = None, kill_after_tool_results: int = 2,
+                            hold_ms: float = HOLD_MS) -> ResumeAfterKill:
+    """Start ``plan`` in a child process, SIGKILL it once its ``kill_after_tool_results``-th tool result is
+    on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
+    here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
+    that is gone when this returns (the table and the trace's events are returned in memory)."""
+    params.whole_number("KILL_AFTER_TOOL_RESULTS", kill_after_tool_results, 1, PLAN_TOOL_RESULTS)
+    params.number("HOLD_MS", hold_ms, at_least=0, high=30_000, unit=" ms")
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="harness-resume-") as tmp:
+            return await _resume_after_kill(base_url, Path(tmp), kill_after_tool_results, hold_ms)
+    return await _resume_after_kill(base_url, Path(workdir), kill_after_tool_results, hold_ms)
+
+
+async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_results: int,
+                             hold_ms: float) -> ResumeAfterKill:
+    state_dir, trace_path = workdir / "runs", workdir / "trace.jsonl"
+    workspace = Workspace.copy_of(into=workdir)
+    run_id = "resume-demo"
+    with ScriptedProvider(latency_ms=hold_ms) as slow_provider:   # holds the child inside its next call
+        child = subprocess.Popen(
+            [sys.executable, "-m", "harness_lib", "run", "plan", "--base-url", slow_provider.base_url,
+             "--state-dir", str(state_dir), "--trace", str(trace_path), "--run-id", run_id,
+             "--workspace", str(workspace.root), "--max-turns", "20", "--json"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            # Wait for the checkpoint, not the trace line: the loop writes the tool_result line first and
+            # saves the state right after it, so a kill in between would lose a result the trace shows.
+            while (time.monotonic() < deadline and child.poll() is None
+                   and _saved_tool_results(state_dir, run_id) < kill_after_tool_results):
+                await asyncio.sleep(0.005)
+            killed = child.poll() is None
+            if killed:
+                child.send_signal(signal.SIGKILL)
+        finally:  # Stop pressed, or anything else: never leave the child behind
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+    moment = (f"child killed (SIGKILL, exit {child.returncode})" if killed else
+              f"child ended by itself before the kill point (exit {child.returncode})")
+    before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
+              for e in read(trace_path) if e["type"] == "tool_start"]
+    restored = load(state_dir, run_id)
+    snapshot = {"turns": restored.turns, "cost_usd": round(restored.own_cost_usd, 6),
+                "messages": len(restored.messages), "status": restored.status}
+    trace = Trace(trace_path)
+    finished = await scenario(base_url, "plan", workspace=workspace, state=restored, trace=trace, max_turns=20,
+                              state_dir=state_dir)
+    events = read(trace_path)
+    all_runs = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in events if e["type"] == "tool_start"]
+    table = pd.DataFrame([
+        {"moment": moment, **snapshot, "tool runs so far": ", ".join(before)},
+        {"moment": "resumed here and finished", "turns": finished.state.turns,
+         "cost_usd": round(finished.state.own_cost_usd, 6), "messages": len(finished.state.messages),
+         "status": finished.state.status, "tool runs so far": ", ".join(all_runs)}]).set_index("moment")
+    measured = {"resume.restored_turns": snapshot["turns"], "resume.restored_cost": snapshot["cost_usd"],
+                "resume.restored_messages": snapshot["messages"], "resume.restored_status": snapshot["status"],
+                "resume.turns": finished.state.turns, "resume.cost": finished.state.own_cost_usd,
+                "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
+    if not killed or kill_after_tool_results != 2:
+        measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
+    elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
+        measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
+    return ResumeAfterKill(table, events, measured)
+
+
+def _saved_tool_results(state_dir: Path, run_id: str) -> int:
+    """How many tool results the run's state file on disk holds (0 while there is no file)."""
+    try:
+        return sum(m.get("role") == "tool" for m in load(state_dir, run_id).messages)
+    except StateFileError:
+        return 0
+
+
+def _path(event: dict) -> str:
+    try:
+        return json.loads(event.get("args") or "{}").get("path", "")
+    except ValueError:
+        return ""

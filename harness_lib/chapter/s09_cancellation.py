@@ -1,0 +1,202 @@
+"""Notebook 09, cancellation and progress: the slow scan timed with and without Stop, and the
+toolbar's own Stop on a run saved to disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..loop import Options, run
+from ..state import RunState, load, new_run
+from ..trace import Trace
+from ..workspace import SYSTEM_PROMPT, Workspace
+from . import params
+from .common import Measured, whole_run
+from .figures import relabel
+from .plots import BLUE, ORANGE, RED, _figure, style
+from .stop_button import all_or_nothing, check, stoppable
+
+
+class Cancellation(NamedTuple):
+    """09: three timed scans: no Stop, Stop, Stop with a tool deaf to it."""
+    table: pd.DataFrame     # one row per scan: status, when it ended, Stop to end
+    timelines: dict         # scan label -> its progress events (t_ms, label)
+    measured: Measured
+
+
+SCAN_SECONDS = 3.0
+
+
+@all_or_nothing
+async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> Cancellation:
+    """Three timed scans: no Stop; Stop ``stop_at`` s after the tool starts; the same with a tool deaf to
+    Stop. ``progress(line)`` hears one line as each run ends (a notebook passes ``print``). A Stop later
+    than the scan's end is never pressed: the run completes first, and the table says so."""
+    stop_at = params.number("STOP_AT", stop_at, above=0, high=60, unit=" s")
+
+    def timed(label_log: list, t0: list):
+        return lambda label: label_log.append({"t_ms": round((time.perf_counter() - t0[0]) * 1000), "label": label})
+
+    rows, timelines = [], {}
+    runs = (("no cancellation", True, None), (f"Stop at {stop_at:g} s", True, stop_at),
+            (f"Stop at {stop_at:g} s, tool deaf to Stop", False, stop_at))
+    for n, (name, hears, stop) in enumerate(runs, 1):
+        ws = Workspace.copy_of()
+        tools = [t for t in ws.tools() if t.name != "scan_archive"] + [ws.scan_archive_tool(hears_stop=hears)]
+        log, t0 = [], [0.0]
+        # The clock starts when the tool starts: the chapter's times are measured from the scan.
+        out = await _run_with_stop(_scan_run(base_url, tools, timed(log, t0), t0), t0, stop)
+        stopped_ms = (out["end"] - t0[0]) * 1000
+        pressed = stop is not None and out["pressed"]
+        rows.append({"run": name, "status": out["state"].status,
+                     "reason": (out["state"].interruption or {}).get("reason", ""),
+                     "stopped_after_ms": round(stopped_ms), "progress_events": len(log),
+                     "stop_to_end_ms": round(stopped_ms - stop * 1000) if pressed else None,
+                     "stop": ("pressed" if pressed else "never pressed: the run ended first") if stop else ""})
+        timelines[name] = pd.DataFrame(log, columns=["t_ms", "label"])
+        if progress:
+            progress(f"run {n} of {len(runs)}, {name}: {out['state'].status} after {stopped_ms:,.0f} ms")
+    table = pd.DataFrame(rows).set_index("run")
+    plain, stopped = table.iloc[0], table.iloc[1]
+    first = timelines["no cancellation"]
+    measured = {"cancel.progress1": int(first.t_ms.iloc[0]), "cancel.progress2": int(first.t_ms.iloc[1]),
+                "cancel.full": int(plain.stopped_after_ms), "cancel.full_status": plain.status}
+    at_stop = {"cancel.stop": int(stopped.stopped_after_ms), "cancel.stop_status": stopped.status,
+               "cancel.reason": stopped.reason}
+    if stopped.stop_to_end_ms is not None and not pd.isna(stopped.stop_to_end_ms):
+        at_stop["cancel.click_to_stop"] = int(stopped.stop_to_end_ms)
+    measured.update(at_stop if stop_at == 1.2 else relabel(at_stop, f"STOP_AT={stop_at:g}"))
+    return Cancellation(table, timelines, measured)
+
+
+async def _scan_run(base_url, tools, on_progress, t0):
+    state = new_run(SYSTEM_PROMPT, "Scan the archive for timeouts.", "slow")
+
+    class Clock(Trace):  # start the clock at tool_start, as the chapter does
+        def emit(self, run_id, type, **fields):
+            if type == "tool_start":
+                t0[0] = time.perf_counter()
+            return super().emit(run_id, type, **fields)
+
+    return await run(state, tools, Options(base_url=base_url, trace=Clock(timestamps=False), on_progress=on_progress))
+
+
+def cancel_story(table: pd.DataFrame) -> str:
+    """09's conclusion, in words computed from its table (Markdown)."""
+    plain, hears, deaf = table.iloc[0], table.iloc[1], table.iloc[2]
+    if pd.isna(hears.stop_to_end_ms):
+        return (f"Stop was never pressed: at the time asked for, the scan had already ended, "
+                f"{plain.stopped_after_ms:,.0f} ms after it started. Try a `STOP_AT` below that.")
+    return (f"With cancellation reaching into the tool, the run ended {hears.stop_to_end_ms:,.0f} ms after Stop "
+            f"(status `{hears.status}`, reason \"{hears.reason}\"). With a tool deaf to it, the run is marked "
+            f"`{deaf.status}` too, but only {deaf.stop_to_end_ms:,.0f} ms after Stop, when the tool had finished "
+            f"its whole scan ({deaf.stopped_after_ms:,.0f} ms).")
+
+
+SCAN_SESSION: ScanSession | None = None
+
+
+def scan_session() -> ScanSession:
+    """The kernel's ScanSession (its temporary folder goes when the kernel does)."""
+    global SCAN_SESSION
+    if SCAN_SESSION is None:
+        SCAN_SESSION = ScanSession()
+    return SCAN_SESSION
+
+
+async def _run_with_stop(coro, t0, stop):
+    """Press Stop ``stop`` seconds after the tool started (never, when ``stop`` is None)."""
+    task = asyncio.ensure_future(coro)
+    pressed = []
+    if stop is not None:
+        while t0[0] == 0.0 and not task.done():
+            await asyncio.sleep(0.001)
+        loop = asyncio.get_running_loop()
+
+        def press():
+            if not task.done():
+                pressed.append(time.perf_counter())
+                task.cancel("user pressed Stop")
+        handle = loop.call_at(loop.time() + stop - (time.perf_counter() - t0[0]), press)
+    try:
+        state = await task
+    finally:
+        if stop is not None:
+            handle.cancel()
+        if not task.done():
+            task.cancel()
+    end = time.perf_counter()
+    check()  # the reader's own Stop ended this run: end the whole experiment
+    return {"state": state, "end": end, "pressed": bool(pressed)}
+
+
+class ScanSession:
+    """09's Stop-button run: one scan saved to a state folder that lives as long as the kernel, so the
+    next cell can load it from disk and resume it."""
+
+    def __init__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="harness-stop-")
+        self.state_dir = Path(self._tmp.name) / "runs"
+        self.workspace = Workspace.copy_of()
+        self.run_id = None
+
+    async def press_stop_during_scan(self, base_url: str, progress=print):
+        """Run the slow scan; the toolbar's Stop (a kernel interrupt) ends it as the chapter's Stop does.
+        Returns (state, press): ``press.to_end_ms`` is the time from the interrupt to the run's end."""
+        state = new_run(SYSTEM_PROMPT, "Scan the archive for timeouts.", "slow")
+        self.run_id = state.run_id
+        t0 = time.perf_counter()
+        state, press = await stoppable(run(state, self.workspace.tools(), Options(
+            base_url=base_url, state_dir=self.state_dir,
+            on_progress=lambda label: progress(f"progress: {label}  (t+{(time.perf_counter() - t0) * 1000:,.0f} ms)"))))
+        return state, press
+
+    def load(self) -> RunState:
+        return load(self.state_dir, self.run_id)
+
+    def describe(self, state: RunState, press) -> str:
+        if press.pressed:
+            return (f"status={state.status}  reason={(state.interruption or {}).get('reason')!r}  "
+                    f"ended {press.to_end_ms:,.1f} ms after you pressed Stop")
+        return (f"status={state.status}: you did not press Stop this time. Run the cell again and press "
+                "the toolbar's Stop (or Kernel > Interrupt) while it scans.")
+
+    async def resume(self, base_url: str, progress=print) -> RunState:
+        """Continue the saved run from disk, as another process would."""
+        return await whole_run(run(self.load(), self.workspace.tools(), Options(
+            base_url=base_url, state_dir=self.state_dir, on_progress=lambda label: progress(f"progress: {label}"))))
+
+
+def cancel_timeline_plot(timelines: dict[str, pd.DataFrame], ended_ms: dict[str, float],
+                         stop_at_s: float | None) -> Figure:
+    """One lane per run: its progress events as dots, a bar to the moment the run ended, and the
+    moment Stop was pressed."""
+    fig, (ax,) = _figure(7.5, 2.9)
+    names = list(timelines)
+    with style():
+        for lane, name in enumerate(names):
+            y = len(names) - 1 - lane
+            ax.barh(y, ended_ms[name], height=0.35, color=BLUE if "deaf" not in name else RED, alpha=0.25)
+            events = timelines[name]
+            if len(events):
+                ax.scatter(events["t_ms"], [y] * len(events), color=BLUE if "deaf" not in name else RED, zorder=3, s=22)
+            ax.annotate(f"{ended_ms[name]:,.0f} ms", (ended_ms[name], y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=8.5)
+        if stop_at_s is not None:
+            ax.axvline(stop_at_s * 1000, color=ORANGE, linestyle="--", linewidth=1.2)
+            ax.annotate(f"Stop pressed ({stop_at_s} s)", (stop_at_s * 1000, len(names) - 0.55), xytext=(4, 0),
+                        textcoords="offset points", color=ORANGE, fontsize=8.5, va="bottom")
+        ax.set_ylim(-0.5, len(names) - 0.2)
+        ax.set_yticks(range(len(names)), list(reversed(names)))
+        ax.set_xlabel("ms since scan_archive started (dots: progress events)")
+        ax.set_title("Progress while the tool runs, and how soon Stop takes effect")
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlim(0, max(*ended_ms.values(), (stop_at_s or 0) * 1000) * 1.15)
+    return fig
