@@ -12,11 +12,15 @@ posing as a measurement. Every parameter a notebook exposes is checked under the
 from __future__ import annotations
 
 import asyncio
+import html
+import inspect
 import json
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pandas as pd
 
 from ..loop import Options, run
@@ -106,3 +110,89 @@ def trace_lines(events: list[dict], drop=("ts",)) -> str:
 
 
 Measured = dict[str, Any]
+
+
+# -- what the notebooks' own small harnesses lean on ------------------------------------------------------
+async def call_model(base_url: str, model: str, messages: list[dict], tools: list[dict]) -> dict:
+    """One turn, as the chapter's ``callModel`` makes it: send the whole transcript and the tool schemas, get
+    back the assistant's message, why it stopped, and the tokens it was billed. Nothing else: no retries, no
+    deadline, no size limit, no streaming (``harness_lib.client.ModelClient`` adds those)."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.post(f"{base_url}/chat/completions",
+                                   json={"model": model, "messages": messages, "tools": tools})
+        response.raise_for_status()
+        body = response.json()
+    choice = body["choices"][0]
+    return {"message": choice["message"], "finish_reason": choice["finish_reason"], "usage": body["usage"]}
+
+
+COMPARED = ("status", "turns", "tool_runs", "in", "out", "cost_usd")
+
+
+def as_row(run) -> dict:
+    """The fields two harnesses can be compared on, from a ``RunState``, an ``Outcome`` or a dict that has them
+    (a notebook's own small run, written as a dict or a dataclass with those names)."""
+    if isinstance(run, Outcome):
+        run = run.state
+    if isinstance(run, RunState):
+        return {"status": run.status, "turns": run.turns, "tool_runs": run.tool_runs, "in": run.prompt_tokens,
+                "out": run.completion_tokens, "cost_usd": round(run.total_cost_usd, 6)}
+    if not isinstance(run, dict):
+        run = {k: getattr(run, k) for k in COMPARED if hasattr(run, k)}
+    return {k: (round(run[k], 6) if k == "cost_usd" and run.get(k) is not None else run.get(k)) for k in COMPARED}
+
+
+def side_by_side(runs: dict):
+    """``{"the notebook's loop": mine, "harness_lib.run": state}`` as one table, one run a row, and a line
+    saying whether they agree on every field both have (a field one of them does not keep is left blank)."""
+    from IPython.display import display
+
+    from .params import table
+
+    rows = {name: as_row(r) for name, r in runs.items()}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = "run"
+    kept = [c for c in COMPARED if frame[c].notna().all()]
+    differ = [c for c in kept if frame[c].nunique(dropna=False) > 1]
+    print(f"they agree on {', '.join(kept)}" if not differ else f"they DIFFER on {', '.join(differ)}")
+    display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
+
+
+class Source:
+    """A piece of the library's source, highlighted in a notebook, plain in text (``show_source``)."""
+
+    def __init__(self, code: str, where: str):
+        self.code, self.where = code, where
+
+    def __repr__(self):
+        return f"# {self.where}\n{self.code}"
+
+    def _repr_html_(self):
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+
+        body = highlight(self.code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+        return f'<div style="font-size: 12px"><p><code>{html.escape(self.where)}</code></p>{body}</div>'
+
+
+def show_source(obj, start: str | None = None, end: str | None = None) -> Source:
+    """The installed source of ``obj`` (a function, a class, a module), read with ``inspect`` so it cannot drift
+    from what runs. ``start`` / ``end``: the excerpt from the first line containing ``start`` to the first line
+    after it containing ``end`` (both included)."""
+    lines, _ = inspect.getsourcelines(obj)
+    lines = "".join(lines).splitlines()
+    first, last = 0, len(lines) - 1
+    if start is not None:
+        first = next((i for i, line in enumerate(lines) if start in line), None)
+        if first is None:
+            raise ValueError(f"{start!r} is not in the source of {getattr(obj, '__qualname__', obj)}")
+    if end is not None:
+        last = next((i for i in range(first, len(lines)) if end in lines[i]), None)
+        if last is None:
+            raise ValueError(f"{end!r} does not follow {start!r} in the source of {getattr(obj, '__qualname__', obj)}")
+    module = inspect.getmodule(obj)
+    path = module.__name__.replace(".", "/") + ".py" if module else "?"
+    name = getattr(obj, "__qualname__", None)
+    where = path + (f", {name}" if name and not inspect.ismodule(obj) else "")
+    return Source(textwrap.dedent("\n".join(lines[first:last + 1])), where)

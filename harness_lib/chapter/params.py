@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import pandas as pd
@@ -100,6 +101,116 @@ def text(name: str, value, empty: bool = False) -> str:
     check_param(name, value, "a string" if empty else "a non-empty string",
                 lambda v: isinstance(v, str) and (empty or v.strip()))
     return value
+
+
+# -- a notebook's parameters, declared once and checked at the top -----------------------------------------
+class Spec:
+    """What one parameter accepts. ``check`` returns the value as the experiments use it, or raises
+    ``ParameterError``; ``inside`` gives values it must accept (its bounds and one between), ``outside`` values
+    it must refuse (just past each bound, a wrong type): tests/test_parameters.py tries them all."""
+
+    def check(self, name: str, value):
+        raise NotImplementedError
+
+    def inside(self) -> list:
+        raise NotImplementedError
+
+    def outside(self) -> list:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Whole(Spec):
+    """A whole number from ``low`` to ``high``; with ``several``, also a tuple of them."""
+    low: int
+    high: int
+    several: bool = False
+
+    def check(self, name, value):
+        if self.several:
+            return whole_numbers(name, value, self.low, self.high)
+        return whole_number(name, value, self.low, self.high)
+
+    def inside(self):
+        values = [self.low, self.high, (self.low + self.high) // 2]
+        return values + ([(self.low, self.high)] if self.several else [])
+
+    def outside(self):
+        values = [self.low - 1, self.high + 1, str(self.low), self.low + 0.5, True]
+        return values + ([(), (self.low, self.high + 1)] if self.several else [])
+
+
+@dataclass(frozen=True)
+class Number(Spec):
+    """A number above ``low`` (or from it, with ``closed``) up to ``high``; with ``several``, a tuple of them."""
+    low: float
+    high: float
+    closed: bool = False
+    unit: str = ""
+    several: bool = False
+
+    def check(self, name, value):
+        def one(v):
+            return number(name, v, above=None if self.closed else self.low,
+                          at_least=self.low if self.closed else None, high=self.high, unit=self.unit)
+        if not self.several:
+            return one(value)
+        span = f"{'from' if self.closed else 'above'} {self.low:g}{self.unit} to {self.high:g}{self.unit}"
+        return _several(name, value, one, f"a number {span}, or a tuple of them")
+
+    def _lowest(self) -> float:
+        return self.low if self.closed else self.low + (self.high - self.low) / 1000
+
+    def inside(self):
+        values = [self._lowest(), self.high, (self.low + self.high) / 2]
+        return values + ([(self._lowest(), self.high)] if self.several else [])
+
+    def outside(self):
+        below = self.low - max(abs(self.low), 1) / 1000 if self.closed else self.low
+        values = [below, self.high * 2 if self.high > 0 else self.high + 1, str(self.high), float("nan"), True]
+        return values + ([()] if self.several else [])
+
+
+@dataclass(frozen=True)
+class OneOf(Spec):
+    """One of ``choices``."""
+    choices: tuple
+
+    def check(self, name, value):
+        return one_of(name, value, self.choices)
+
+    def inside(self):
+        return list(self.choices)
+
+    def outside(self):
+        return ["not-one-of-them", 1, None]
+
+
+@dataclass(frozen=True)
+class Words(Spec):
+    """A string; empty only with ``empty``."""
+    empty: bool = False
+
+    def check(self, name, value):
+        return text(name, value, self.empty)
+
+    def inside(self):
+        return (["", "x"] if self.empty else ["x"]) + ["a longer text, with punctuation: ünïcode too."]
+
+    def outside(self):
+        return ([] if self.empty else ["", "   "]) + [3, None]
+
+
+def check(spec: dict[str, Spec], **values) -> dict:
+    """Check every parameter of a notebook against its module's ``PARAMETERS`` before anything runs: the
+    first value it does not accept raises ``ParameterError`` (one line). Returns the values as checked."""
+    unknown = [k for k in values if k not in spec]
+    missing = [k for k in spec if k not in values]
+    if unknown or missing:
+        raise ParameterError("the parameters cell and its checks disagree: "
+                             + "; ".join(filter(None, [unknown and f"not declared: {', '.join(unknown)}",
+                                                       missing and f"not given: {', '.join(missing)}"])))
+    return {name: spec[name].check(name, value) for name, value in values.items()}
 
 
 # -- showing things -------------------------------------------------------------------------------------

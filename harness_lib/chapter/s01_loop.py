@@ -16,6 +16,8 @@ from .figures import relabel
 from .plots import PURPLE, ROLE_COLORS, _figure, style
 from .stop_button import all_or_nothing
 
+PARAMETERS = {"MAX_TURNS": params.Whole(1, 1000)}
+
 
 class LoopPlan(NamedTuple):
     """01: the plan run, timed once warm."""
@@ -24,26 +26,33 @@ class LoopPlan(NamedTuple):
     measured: Measured
 
 
+def transcript(state: RunState) -> pd.DataFrame:
+    """One row per message: its role, and its text or the calls it asks for."""
+    return pd.DataFrame([{"#": i, "role": m["role"],
+                          "what": m.get("content") if m.get("content") is not None else
+                          ", ".join(f'{c["function"]["name"]}({c["function"]["arguments"]})'
+                                    for c in m.get("tool_calls", []))}
+                         for i, m in enumerate(state.messages)]).set_index("#")
+
+
+def plan_figures(state: RunState, wall_ms: float, max_turns: int = 20) -> Measured:
+    """The figures of the chapter's plan run line, from a run of ``plan``; under another cap, relabelled as
+    the reader's (the chapter printed them for cap 20)."""
+    measured = {"plan.turns": state.turns, "plan.tools": state.tool_runs, "plan.in": state.prompt_tokens,
+                "plan.out": state.completion_tokens, "plan.cost": state.own_cost_usd, "plan.status": state.status,
+                "plan.answer": state.output, "plan.prompts": [t["prompt_tokens"] for t in state.per_turn],
+                "plan.ms": round(wall_ms)}
+    return measured if max_turns == 20 else relabel(measured, f"MAX_TURNS={max_turns}")
+
+
 @all_or_nothing
 async def loop_plan(base_url: str, max_turns: int = 20) -> LoopPlan:
     """The plan run. Timed once warm: the first run of a process also pays for imports and the first
     connection, which is not what the chapter's ``ms=89`` measures."""
-    params.whole_number("MAX_TURNS", max_turns, 1, 1000)
+    max_turns = PARAMETERS["MAX_TURNS"].check("MAX_TURNS", max_turns)
     await scenario(base_url, "plan", max_turns=max_turns)
     out = await scenario(base_url, "plan", max_turns=max_turns)
-    s = out.state
-    transcript = pd.DataFrame([{"#": i, "role": m["role"],
-                                "what": m.get("content") if m.get("content") is not None else
-                                ", ".join(f'{c["function"]["name"]}({c["function"]["arguments"]})'
-                                          for c in m.get("tool_calls", []))}
-                               for i, m in enumerate(s.messages)])
-    measured = {"plan.turns": s.turns, "plan.tools": s.tool_runs, "plan.in": s.prompt_tokens,
-                "plan.out": s.completion_tokens, "plan.cost": s.own_cost_usd, "plan.status": s.status,
-                "plan.answer": s.output, "plan.prompts": [t["prompt_tokens"] for t in s.per_turn],
-                "plan.ms": round(out.wall_ms)}
-    if max_turns != 20:
-        measured = relabel(measured, f"MAX_TURNS={max_turns}")
-    return LoopPlan(out, transcript, measured)
+    return LoopPlan(out, transcript(out.state).reset_index(), plan_figures(out.state, out.wall_ms, max_turns))
 
 
 def request_parts(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:

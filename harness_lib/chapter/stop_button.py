@@ -131,3 +131,60 @@ def all_or_nothing(fn):
     async def wrapper(*args, **kwargs):
         return await whole(fn(*args, **kwargs))
     return wrapper
+
+
+
+def each(items):
+    """Iterate over ``items`` in a cell whose loop awaits runs: ``for cap in each(CAPS): await run(...)``.
+
+    The toolbar's Stop cancels the run in progress with the chapter's reason (it ends ``interrupted``,
+    "user pressed Stop"), and the loop ends there with ``Stopped``, one line, instead of going on to the next
+    item: a run catches its own cancellation and returns, so without this the sweep would carry on. An
+    experiment awaited inside the loop installs its own Stop while it runs and puts this one back. The
+    handler goes when the loop ends, however it ends (IPython's ``post_run_cell`` too, for a loop left by an
+    exception). Outside a running event loop, or off the main thread, it is a plain iteration."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is None or threading.current_thread() is not threading.main_thread():
+        yield from items
+        return
+    press = Press()
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt(signum, frame):
+        if press.at is None:
+            press.at = time.perf_counter()
+        loop.call_soon_threadsafe(_cancel, task, press.reason)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    shell = _ipython()
+
+    def restore(*_):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not on_interrupt:
+            return  # already restored, or replaced by a later handler that will put back its own
+        signal.signal(signal.SIGINT, previous)
+
+    if shell is not None:
+        def after_cell(result):
+            restore()
+            shell.events.unregister("post_run_cell", after_cell)
+        shell.events.register("post_run_cell", after_cell)
+    try:
+        for item in items:
+            press.check()
+            yield item
+        press.check()
+    finally:
+        restore()
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with jupyterlab
+        return None
+    return get_ipython()

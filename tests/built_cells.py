@@ -1,0 +1,48 @@
+"""The harness a notebook builds, loaded from the notebook itself, so that a test can run it beside the library.
+
+Every notebook writes its section's mechanism in cells tagged ``build`` (``View > Cell metadata`` in JupyterLab
+shows the tag). ``load("01-loop")`` executes those cells, and only those, in order, in a fresh namespace, and
+returns it: ``load("01-loop")["agent_loop"]`` is the reader's loop as the committed notebook writes it. A build
+cell therefore imports what it uses and only defines (functions, classes, constants): it runs nothing, awaits
+nothing. The tests in ``tests/built/`` run each notebook's small version and ``harness_lib`` on every scripted
+scenario where the piece applies and compare status, turns, tokens, cost and tool runs: they fail when either
+side changes alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+TAG = "build"
+
+
+def build_cells(stem: str) -> list[str]:
+    """The sources of the notebook's ``build`` cells, in order."""
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code" and TAG in c.metadata.get("tags", [])]
+
+
+def load(stem: str) -> dict:
+    """Execute the notebook's build cells in a fresh namespace and return it."""
+    sources = build_cells(stem)
+    if not sources:
+        raise LookupError(f"notebooks/{stem}.ipynb has no cell tagged {TAG!r}")
+    namespace: dict = {"__name__": f"built_{stem.replace('-', '_')}"}
+    for n, source in enumerate(sources, 1):
+        tree = ast.parse(source, filename=f"{stem}, build cell {n}")
+        ran = [node for node in tree.body if not isinstance(node, DEFINES)
+               or isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant)]  # a call, say
+        if ran:
+            raise ValueError(f"{stem}, build cell {n}, line {ran[0].lineno}: a build cell only defines "
+                             f"(imports, functions, classes, constants); it has a {type(ran[0]).__name__}")
+        exec(compile(tree, f"<{stem}, build cell {n}>", "exec"), namespace)  # noqa: S102 - the notebook's own code
+    return namespace
+
+
+DEFINES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+           ast.AnnAssign, ast.Expr)  # an Expr only as a string (a docstring)
+
