@@ -176,7 +176,7 @@ def private_tmp(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
-    table, events, measured = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
+    table, events, measured, *_ = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
     assert table.index[0] == "child killed (SIGKILL, exit -9)"
     assert table["turns"].tolist() == [1, 3] and table["status"].tolist() == ["running", "completed"]
     assert all(" " in k for k in measured)  # killed elsewhere than the chapter: no chapter figure applies
