@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test check bench lab clean local
+.PHONY: chapter test check bench lab translations clean local
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
+# The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
+	$(BIN)/python -m harness_lib.chapter.translations build
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
@@ -31,6 +33,12 @@ lab: $(STAMP)
 	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(BIN)/python -m jupyterlab --ServerApp.ip=127.0.0.1 \
 		--ServerApp.root_dir=$(CURDIR)/notebooks --MappingKernelManager.default_kernel_name=python3 \
 		$(if $(filter 0,$(shell id -u)),--allow-root)
+
+# The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown into
+# locale/*/LC_MESSAGES/notebooks.po (a changed cell's translation marked fuzzy), then notebooks/bg and notebooks/hu
+# rebuilt from the English notebooks as executed and the translations.
+translations: $(STAMP)
+	$(BIN)/python -m harness_lib.chapter.translations
 
 # The peer comparison (benchmarks/RESULTS.md); the peers come with the bench extra. The provider's own
 # figures: python -m benchmarks.provider
