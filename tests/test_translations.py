@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -340,3 +341,34 @@ def test_the_command_says_one_line_for_a_broken_catalogue_or_the_wrong_folder(pr
     elsewhere = _cli(tmp_path / "locale")
     assert elsewhere.returncode == 1 and elsewhere.stderr.startswith("error: no notebooks in ")
     assert "run this from the project's folder" in elsewhere.stderr and "Traceback" not in elsewhere.stderr
+
+
+# -- make lab NOTEBOOKS=..., and the README -------------------------------------------------------------------
+def _lab_command(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "--no-print-directory", "lab", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_opens_the_language_given_on_its_command_line_only():
+    import os
+
+    english = _lab_command().stdout
+    assert "--ServerApp.root_dir=" + str(ROOT / "notebooks") in english and "default_url" not in english
+    for language in LANGUAGES:
+        out = _lab_command(f"NOTEBOOKS={language}").stdout
+        assert f"--LabApp.default_url=/lab/tree/{language}" in out, out
+        # the same name inherited from the environment is not a request: LANG, LANGUAGE and NOTEBOOKS alike
+        inherited = {**os.environ, "NOTEBOOKS": language, "LANG": f"{language}_XX.UTF-8", "LANGUAGE": language}
+        assert _lab_command(env=inherited).stdout == english
+    wrong = _lab_command("NOTEBOOKS=de")
+    assert wrong.returncode != 0 and "NOTEBOOKS=de: choose one of en bg hu" in wrong.stderr
+
+
+def test_the_readme_says_how_to_read_each_language():
+    """One line in English naming both, one in Bulgarian, one in Hungarian."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    said = {language: [line for line in lines if f"make lab NOTEBOOKS={language}" in line] for language in LANGUAGES}
+    assert any("make lab NOTEBOOKS=hu" in line and line.startswith("In Bulgarian or Hungarian") for line in said["bg"])
+    assert any(re.search(r"[\u0400-\u04ff]", line) for line in said["bg"]), "no line in Bulgarian"
+    assert any(line.startswith("Magyarul") for line in said["hu"]), "no line in Hungarian"
