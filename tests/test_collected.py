@@ -118,3 +118,12 @@ def test_every_experiment_names_its_figures_measured(url):
         result = arun(experiment(url))
         assert isinstance(result.measured, dict) and result.measured
         assert tuple(result)[-1] is result.measured and result._fields[-1] == "measured"
+
+
+def test_the_report_counts_section_14_without_a_notebook_measuring_it(url):
+    """Section 14's figures are never measured (a registry's history): no record makes the section whole, and
+    the report lists them anyway."""
+    assert report.whole_sections([("14-libraries", {})]) == ({}, set())
+    assert "14-libraries" not in report.EXPERIMENTS
+    table = compare({})
+    assert (table.section == "14-libraries").sum() == 7
