@@ -200,3 +200,19 @@ def test_section_14s_registry_figures_are_listed_and_counted_even_when_nothing_i
     everything = compare({})
     assert set(LIBRARIES) <= set(everything.id) and tally(everything).endswith("7 not reproducible offline, 0 differ")
 
+
+def test_a_figure_the_chapter_prints_twice_is_counted_as_a_repeat():
+    """Section 15 prints three figures of sections 01 and 02 again: each repeat names the figure it repeats,
+    with the same value, and the tally says how many of the exact ones are repeats."""
+    figures = chapter_figures().set_index("id")
+    again = figures[figures.tolerance.str.startswith("repeats ")]
+    assert sorted(again.index) == ["left.in100", "left.in8", "left.prompts"]
+    for figure_id, row in again.iterrows():
+        first = row.tolerance.removeprefix("repeats ")
+        assert figures.loc[first, "value"] == row.value and figures.loc[first, "kind"] == row.kind, figure_id
+    measured = {"left.in8": 3431, "left.in100": 337299, "left.prompts": [204, 269, 342], "cap.in8": 3431}
+    assert tally(compare(measured)).startswith("4 of 15 chapter figures reproduced exactly (3 of them repeats "
+                                               "of earlier figures), 0 within tolerance, ")
+    assert tally(compare({**measured, "left.in8": 3430})).startswith("3 of 15 chapter figures reproduced "
+                                                                     "exactly (2 of them repeats")
+    assert "(" not in tally(compare({"cap.in8": 3431}, section="02-turn-cap"))

@@ -17,6 +17,10 @@ Each figure has a kind, and the kind says what "match" means:
   moved). They need the registry as it was on the chapter's date: "not reproducible offline", listed by
   name and counted, never left out.
 
+A figure the chapter prints twice (section 15 repeats the runaway's and the plan run's) has a row of its
+own in each section, the second saying ``repeats <id>`` in its tolerance column: it is compared as the
+first is, and the tally says how many of the figures reproduced are such repeats.
+
 A reader who changes a parameter measures values the chapter never printed: a measured key that is not a
 figure id but a label (it contains a space, e.g. ``"runaway, cap 5: input tokens"``) is listed with "the
 chapter has no figure for this value". A key that looks like an id and is not one is an error.
@@ -38,6 +42,7 @@ OTHER_MODEL = "measured here, another model"
 OTHER_MACHINE = "measured here, another machine"
 OFFLINE = "not reproducible offline"
 ALWAYS_LISTED = ("unreproducible", "registry")  # listed for their section whether measured or not
+REPEATS = "repeats "  # the tolerance column of a figure the chapter prints a second time: "repeats cap.in8"
 
 
 def chapter_figures() -> pd.DataFrame:
@@ -91,7 +96,8 @@ def tolerance_text(kind: str, tolerance: str) -> str:
     if kind == "machine":
         return "none: another machine and runtime (the chapter's Node 22, this machine's CPython)"
     if kind != "time":
-        return "exact"
+        return f"exact (the chapter printed it first as {tolerance.removeprefix(REPEATS)})" \
+            if tolerance.startswith(REPEATS) else "exact"
     if tolerance.endswith("x"):
         return f"within {tolerance[:-1]}×"
     return f"± {tolerance.removesuffix('ms')} ms"
@@ -135,6 +141,12 @@ def relabel(measured: dict, note: str) -> dict:
     return {(f"{labels[k]} ({note})" if k in labels else k): v for k, v in measured.items()}
 
 
+def repeats(ids) -> set[str]:
+    """Which of ``ids`` are figures the chapter prints a second time (``repeats <id>`` in the CSV)."""
+    figures = chapter_figures()
+    return set(figures.id[figures.tolerance.str.startswith(REPEATS)]) & set(ids)
+
+
 def tally(table: pd.DataFrame) -> str:
     """One line: how many of the table's chapter figures came back, by category. The categories this
     table has none of among "measured here, another machine" and "not reproducible offline" are left out;
@@ -142,7 +154,9 @@ def tally(table: pd.DataFrame) -> str:
     counts = table["match"].value_counts() if "match" in table else pd.Series(dtype=int)
     total = len(table) - counts.get(NO_FIGURE, 0)
     other = f" ({counts[OTHER_MODEL]} measured here with another model)" if counts.get(OTHER_MODEL) else ""
-    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly, "
+    again = len(repeats(table.id[table.match == EXACT])) if "id" in table and len(table) else 0
+    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly"
+            + (f" ({again} of them repeats of earlier figures)" if again else "") + ", "
             f"{counts.get(WITHIN, 0)} within tolerance, "
             + (f"{counts[OTHER_MACHINE]} measured here on another machine, " if counts.get(OTHER_MACHINE) else "")
             + f"{counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0)} not reproducible here{other}, "
