@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..state import RunState
-from ..tokens import compact, count
+from ..tokens import compact, count, encoding
 from . import params
 from .common import Measured, as_row, scenario
 from .figures import DIFFERS, EXACT, NO_FIGURE, NOT_HERE, OFFLINE, OTHER_MACHINE, OTHER_MODEL, WITHIN, tally
@@ -52,7 +52,10 @@ def history_shares(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:
     message), so each turn's parts sum exactly to what the provider billed; the ``billed`` column says so."""
     messages = state.messages
     asked = [i for i, m in enumerate(messages) if m.get("role") == "assistant"][:len(state.per_turn)]
-    prefix = [count(compact(messages[:i + 1])) for i in range(max(asked, default=0))]
+    encoder, text, prefix = encoding(), "[", []   # the array so far, as the provider counts it (compact JSON)
+    for i, message in enumerate(messages[:max(asked, default=0)]):
+        text += ("," if i else "") + compact(message)
+        prefix.append(len(encoder.encode_ordinary(text + "]")))
     shares = [now - before for before, now in zip([0, *prefix], prefix)]
     schemas = count(compact(tool_schemas)) if tool_schemas else 0
     rows = []
