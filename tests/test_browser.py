@@ -271,7 +271,7 @@ def _edit_and_run_all(page, starts: str, source: str):
 # -- the test --------------------------------------------------------------------------------------------
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     page = steps.page
-    assert len(NOTEBOOKS) == 15
+    assert len(NOTEBOOKS) == 16
 
     for path in NOTEBOOKS:
         if path.stem.startswith(("02-", "03-", "09-")):
