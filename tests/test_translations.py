@@ -42,6 +42,7 @@ PENDING = {
     "12-local-model",
     "13-subagent",
     "14-stop-conditions",
+    "15-what-is-left",
 }
 
 
