@@ -323,6 +323,24 @@ def test_a_translated_notebook_whose_english_is_gone_is_removed(project):
     assert done["built"] == ["01-the-loop"]  # same cells, same ids: every translation followed its text
 
 
+def test_a_full_disk_leaves_every_file_as_it_was(project, monkeypatch):
+    import errno
+    import os
+
+    po = tr.catalogue_path("bg", project / "locale")
+    before = po.read_bytes()
+    _notebook(project / "notebooks" / "01-loop.ipynb", CELLS + [("md", "One more cell.")])
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(tr.TranslationError, match=r"notebooks.pot: not written \(No space left on device\); the "
+                                                   r"file is as it was"):
+        tr.extract(project / "notebooks", project / "locale", ["bg"])
+    assert po.read_bytes() == before
+    assert not [p for p in project.rglob("*.tmp")], "a temporary file was left"
+
+
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness_lib.chapter.translations", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)

@@ -246,15 +246,20 @@ def _write_if_changed(path: Path, catalog: Catalog, date_field: str) -> bool:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise TranslationError(f"{path}: not written ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())  # mkstemp's is 0600
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise TranslationError(f"{path}: not written ({e.strerror or e}); the file is as it was") from None
         raise
 
 
@@ -384,7 +389,11 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
         names = {p.name for p in paths}
         for orphan in sorted(out.glob("*.ipynb")):
             if orphan.name not in names:
-                orphan.unlink()
+                try:
+                    orphan.unlink()
+                except OSError as e:
+                    raise TranslationError(f"{orphan}: its English notebook is gone, and it cannot be removed "
+                                           f"({e.strerror or e})") from None
                 done["removed"].append(orphan.name)
     return report
 
