@@ -105,7 +105,7 @@ def test_every_comparison_shows_its_tolerance():
     table = compare({"cancel.full": 3010, "plan.turns": 3, "latency.overhead": 9}).set_index("id")
     assert table.loc["cancel.full", "tolerance"] == "± 100 ms"
     assert table.loc["plan.turns", "tolerance"] == "exact"
-    assert table.loc["latency.overhead", "tolerance"] == "± 15 ms"
+    assert table.loc["latency.overhead", "tolerance"].startswith("none: another machine and runtime")
     assert table.loc["local.turns", "tolerance"] == "needs the chapter's machine"
 
 
