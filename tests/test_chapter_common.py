@@ -73,6 +73,17 @@ def test_side_by_side_says_where_two_runs_differ(url, capsys):
     assert common.as_row(Mine("completed", 4))["in"] is None
 
 
+def test_side_by_side_cases_judges_each_case_alone(url, capsys):
+    states = {s: asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, s), Workspace.copy_of().tools(), Options(base_url=url)))
+              for s in ("plan", "direct")}
+    mine = {s: common.as_row(states[s]) for s in states}  # the cases differ from each other, not within
+    common.side_by_side_cases({s: {"mine": mine[s], "library": states[s]} for s in states})
+    assert capsys.readouterr().out.startswith("in every case they agree on status, turns, tool_runs, in, out, cost_usd")
+    mine["direct"] = {**mine["direct"], "turns": 3}
+    common.side_by_side_cases({s: {"mine": mine[s], "library": states[s]} for s in states})
+    assert capsys.readouterr().out.startswith("they DIFFER: direct on turns\n")
+
+
 SPECS = {"WHOLE": params.Whole(1, 500, several=True), "ONE": params.Whole(0, 3),
          "DOLLARS": params.Number(0, 1.0), "MS": params.Number(0, 2000, closed=True, unit=" ms", several=True),
          "MODE": params.OneOf(("off", "read-only", "all")), "WORDS": params.Words(), "MAYBE": params.Words(empty=True)}

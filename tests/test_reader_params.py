@@ -176,7 +176,7 @@ def private_tmp(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
-    table, events, measured = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
+    table, events, measured, *_ = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
     assert table.index[0] == "child killed (SIGKILL, exit -9)"
     assert table["turns"].tolist() == [1, 3] and table["status"].tolist() == ["running", "completed"]
     assert all(" " in k for k in measured)  # killed elsewhere than the chapter: no chapter figure applies
@@ -321,6 +321,16 @@ def test_notebook_03_with_a_scalar_budget_and_a_bad_one(tmp_path):
     errors = _outputs(nb, "error")
     assert errors and all(e.traceback == ["ParameterError: BUDGETS accepts a number of dollars above 0 and at most "
                                           "1, or a tuple of them; got 'a lot'"] for e in errors[:1])
+
+
+@pytest.mark.slow
+def test_notebook_05_with_other_caps_prints_its_ratio_from_the_runs(tmp_path):
+    """Issue 19: any CAP but 20, or PERMANENT_CAP = 13, ended Run All in KeyError: 'perm.ratio'."""
+    nb = _execute_with("05", "CAP = 30\nPERMANENT_CAP = 13", tmp_path)
+    assert not _outputs(nb, "error")
+    text = "".join(o.get("text", "") for o in _outputs(nb, "stream"))
+    assert "turns=13  toolruns=12  in=8,124  cost=$0.021084" in text
+    assert "5.9 times the cost of the run that recovered" in text and "0 of 0 chapter figures" in text
 
 
 def test_the_prose_about_the_policies_follows_the_cap(url):

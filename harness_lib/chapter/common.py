@@ -167,6 +167,24 @@ def side_by_side(runs: dict):
     display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
 
 
+def side_by_side_cases(cases: dict):
+    """Several cases at once, ``{case: {"the loop above": mine, "harness_lib.run": state}, ...}``: one table, a
+    row per run under its case, and a line saying whether the runs of each case agree on every field they all
+    have (the cases differ from each other: a policy, a cap, a script)."""
+    from IPython.display import display
+
+    from .params import table
+
+    frame = pd.concat({case: pd.DataFrame.from_dict({name: as_row(r) for name, r in runs.items()}, orient="index")
+                       for case, runs in cases.items()}, names=["case", "run"])
+    kept = [c for c in COMPARED if frame[c].notna().all()]
+    differ = {case: [c for c in kept if frame.loc[case, c].nunique(dropna=False) > 1] for case in cases}
+    differ = {case: fields for case, fields in differ.items() if fields}
+    print(f"in every case they agree on {', '.join(kept)}" if not differ else
+          "they DIFFER: " + "; ".join(f"{case} on {', '.join(fields)}" for case, fields in differ.items()))
+    display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
+
+
 class Source:
     """A piece of the library's source, highlighted in a notebook, plain in text (``show_source``)."""
 
