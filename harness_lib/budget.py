@@ -38,8 +38,10 @@ import math
 from dataclasses import dataclass
 
 from . import numbers, tokens
-from .pricing import Pricing
+from .pricing import Pricing, add, dollars
 from .stops import Stop
+
+MAX_MARGIN = 10.0  # count at most 11 times the local tokenizer's prompt (Japanese on cl100k needed 0.342)
 
 
 def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=None) -> None:
@@ -48,7 +50,7 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=No
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
     if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
         raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
-    numbers.check("strict_margin", margin,
+    numbers.check("strict_margin", margin, at_most=MAX_MARGIN,
                   hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
     if not strict:
         return
@@ -81,8 +83,8 @@ class Allowance:
 
 def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
     """The run's total spend once a turn of these tokens is recorded, with the same arithmetic as
-    ``reply.record`` (rounded to 1e-12 dollars), so "fits" here means "fits" once paid."""
-    return round(round(state.own_cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
+    ``reply.record`` (exact, never below: ``pricing.add``), so "fits" here means "fits" once paid."""
+    return add(add(state.own_cost_usd, pricing.cost(prompt, completion)), state.subrun_cost_usd)
 
 
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:
@@ -115,17 +117,17 @@ def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
     budget, pricing, margin, ceiling = opts.max_budget_usd, opts.pricing, opts.strict_margin, opts.strict_max_tokens
     counted = tokens.prompt_tokens(state.messages, schemas)
     prompt = math.ceil(counted * (1 + margin))
-    left = round(budget - state.total_cost_usd, 12)
-    dollars = f"${left:.6f} of the ${budget:g} budget left"
+    left = add(budget, -state.total_cost_usd)
+    money = f"${dollars(left)} of the ${budget:g} budget left"
     hit: Allowance | Stop
     if spent_after(state, pricing, prompt, 0) > budget:
         hit = _refuse(f"refused before paying: the prompt alone ({prompt:,} tokens, "
-                      f"${pricing.cost(prompt, 0):.6f}) would cross the budget ({dollars})", prompt_tokens=prompt)
+                      f"${dollars(pricing.cost(prompt, 0))}) would cross the budget ({money})", prompt_tokens=prompt)
     elif pricing.usd_per_output_token == 0:
         hit = Allowance(counted, prompt, ceiling, left)
     elif (most := _most_output(state, pricing, prompt, budget)) < 1:
         hit = _refuse(f"refused before paying: after the prompt ({prompt:,} tokens) the money left buys no "
-                      f"output token ({dollars})", prompt_tokens=prompt)
+                      f"output token ({money})", prompt_tokens=prompt)
     else:
         hit = Allowance(counted, prompt, most if ceiling is None else min(most, ceiling), left, most)
     trace.emit(state.run_id, "strict_budget", turn=state.turns + 1, promptCounted=counted, promptAssumed=prompt,
@@ -137,7 +139,7 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
     """After the reply, once it is recorded (paid): the stop the turn calls for, if any."""
     budget = opts.max_budget_usd
     over = state.total_cost_usd > budget
-    spent = f"${state.total_cost_usd:.6f} spent of the ${budget:g} budget"
+    spent = f"${dollars(state.total_cost_usd)} spent of the ${budget:g} budget"
     if allowed.max_tokens is not None and turn.completion_tokens > allowed.max_tokens:
         return Stop("failed", error=f"the provider did not honour max_tokens: it was sent max_tokens="
                                     f"{allowed.max_tokens} and billed {turn.completion_tokens} completion tokens "

@@ -8,9 +8,18 @@ are also cases of the operator campaign (``tests/operator_campaign.py``), which 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
+import operator_campaign as C
+import pytest
 from replay_server import ReplayServer, fixture
 from test_conformance import ANSWER, FAST, drive
+
+from harness_lib.loop import Options
+from harness_lib.pricing import CHAPTER_PRICES, Pricing
+from harness_lib.state import load
+
+NOWHERE = "http://127.0.0.1:9/v1"  # no request may reach it: every case that uses it ends before one
 
 
 # -- 7. a stream cut short is a dropped reply, never an answer ---------------------------------------------------
@@ -55,3 +64,89 @@ def test_a_stream_always_cut_short_ends_the_run_interrupted_and_resumable(tmp_pa
     assert (state.status, state.output, state.turns) == ("interrupted", None, 2)
     assert state.interruption["type"] == "cancelled" and "provider unreachable" in state.interruption["reason"]
     assert "cut short" in state.interruption["reason"]
+
+
+# -- 9. every number an operator gives goes through the one number check, bounds included -------------------------
+@pytest.mark.parametrize("argv", [
+    ["run", "runaway", "--strict-budget", "--budget", "0.01", "--strict-margin", "1e306"],
+    ["run", "runaway", "--price-in", "1e300", "--price-out", "1"],
+    ["run", "runaway", "--price-in", "1e-320", "--price-out", "1"],  # not 0, yet 0 a token once divided
+    ["run", "runaway", "--budget", "1e300", "--strict-budget"],
+    ["run", "runaway", "--latency-ms", "1e300"],
+    ["serve", "--latency-ms", "nan"],
+], ids=["strict margin 1e306", "price 1e300", "price 1e-320", "budget 1e300", "latency 1e300", "serve latency nan"])
+def test_a_number_past_its_bounds_is_a_usage_error_before_anything_runs(tmp_path, argv):
+    code, out, err = C.in_process(*argv, "--state-dir", tmp_path) if argv[0] == "run" else C.in_process(*argv)
+    assert code == 2 and "must be a finite number" in err and "unexpected" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_saved_margin_past_its_bound_is_refused_not_run(tmp_path):
+    """A state file saved before the bound (or edited): resume says which option, in one line; it does not
+    start the run and leave it `running` with an OverflowError."""
+    assert C.in_process("run", "runaway", "--run-id", "r", "--max-turns", "2", "--budget", "0.01",
+                        "--strict-budget", "--state-dir", tmp_path)[0] == 0
+    path = tmp_path / "r.json"
+    data = json.loads(path.read_text())
+    data["config"]["strict_margin"] = 1e306
+    path.write_text(json.dumps(data))
+    code, _, err = C.in_process("resume", "r", "--state-dir", tmp_path, "--max-turns", "5")
+    assert code == 2 and "strict_margin: must be a finite number of at least 0 and at most 10" in err
+    assert len(err.strip().splitlines()) == 1 and load(tmp_path, "r").status == "max_turns_exceeded"
+
+
+def test_options_refuse_a_margin_or_a_price_that_would_overflow():
+    with pytest.raises(ValueError, match="strict_margin must be a finite number of at least 0 and at most 10"):
+        Options(base_url=NOWHERE, max_budget_usd=0.01, strict_budget=True, strict_margin=1e306)
+    with pytest.raises(ValueError, match="the input price must be .* at most 10000 per million tokens"):
+        Pricing.per_million(1e300, 1)
+    with pytest.raises(ValueError, match="max_budget_usd must be .* at most 1e\\+09"):
+        Options(base_url=NOWHERE, max_budget_usd=1e300)
+
+
+# -- 10. a cost is never rounded below what was spent ---------------------------------------------------------------
+def exact_cost(state, usd_in: str, usd_out: str) -> Fraction:
+    """What the turns cost at the prices as typed, in exact rational arithmetic."""
+    per_in, per_out = Fraction(usd_in) / 10 ** 6, Fraction(usd_out) / 10 ** 6
+    return sum((t["prompt_tokens"] * per_in + t["completion_tokens"] * per_out for t in state.per_turn), Fraction(0))
+
+
+@pytest.mark.parametrize("price", ["1e-10", "1e-9", "0.15"])
+def test_the_strict_budget_holds_however_small_the_prices(tmp_path, price):
+    """--budget 1e-12 at $1e-10 a million tokens: each turn costs about $2e-14, which rounding to $1e-12 recorded
+    as $0, and the run went on for 40 turns to 5.9 times its budget. Now every turn is recorded at its exact cost
+    (or a hair above), and the strict budget stops the run before it crosses."""
+    budget = "1e-12" if price != "0.15" else "0.0003"
+    code, out, err = C.in_process("run", "runaway", "--run-id", "r", "--budget", budget, "--price-in", price,
+                                  "--price-out", price, "--strict-budget", "--max-turns", "60", "--state-dir",
+                                  tmp_path, "--json")
+    s = json.loads(out)
+    state = load(tmp_path, "r")
+    spent = exact_cost(state, price, price)
+    assert code == 0 and s["status"] == "budget_exceeded" and state.turns >= 3, err
+    assert 0 < spent <= Fraction(budget)                      # the budget held, counted exactly
+    assert Fraction(state.own_cost_usd) >= spent              # and nothing was recorded below what was spent
+    assert Fraction(state.own_cost_usd) - spent < Fraction(budget) / 10 ** 9
+    assert s["cost_usd"] == state.total_cost_usd > 0
+
+
+def test_a_turns_cost_is_exact_or_above_never_below():
+    from harness_lib.pricing import add
+    for usd_in, usd_out in (("1e-10", "1e-10"), ("0.4", "1.6"), ("0.15", "0.6"), ("2", "12"), ("3.3", "7.77")):
+        pricing = Pricing.per_million(float(usd_in), float(usd_out))
+        total = 0.0
+        exact_total = Fraction(0)
+        for prompt, completion in ((204, 20), (1, 0), (99_999, 12_345), (0, 7), (337_299, 1)):
+            cost = pricing.cost(prompt, completion)
+            exact = prompt * Fraction(usd_in) / 10 ** 6 + completion * Fraction(usd_out) / 10 ** 6
+            assert Fraction(repr(cost)) >= exact and float(exact) == pytest.approx(cost, rel=1e-15)
+            total, exact_total = add(total, cost), exact_total + exact
+            assert Fraction(repr(total)) >= exact_total
+
+
+def test_the_chapters_dollars_are_the_floats_they_were():
+    """The chapter prints six places; its sums come out as the very floats rounding to 1e-12 made."""
+    from harness_lib.pricing import add
+    assert CHAPTER_PRICES.cost(204, 20) == 0.000648 and CHAPTER_PRICES.cost(815, 70) == 0.00247
+    assert add(0.00247, 0.00831) == 0.01078 and add(0.000684, 0.000886) == 0.00157
+    assert Pricing.per_million(2, 12) == CHAPTER_PRICES and CHAPTER_PRICES.per_million_prices() == (2.0, 12.0)
