@@ -7,7 +7,9 @@ are also cases of the operator campaign (``tests/operator_campaign.py``), which 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from fractions import Fraction
 
 import operator_campaign as C
@@ -18,6 +20,8 @@ from test_conformance import ANSWER, FAST, drive
 from harness_lib.loop import Options
 from harness_lib.pricing import CHAPTER_PRICES, Pricing
 from harness_lib.state import load
+from harness_lib.tools import ToolContext
+from harness_lib.workspace import Workspace
 
 NOWHERE = "http://127.0.0.1:9/v1"  # no request may reach it: every case that uses it ends before one
 
@@ -150,3 +154,77 @@ def test_the_chapters_dollars_are_the_floats_they_were():
     assert CHAPTER_PRICES.cost(204, 20) == 0.000648 and CHAPTER_PRICES.cost(815, 70) == 0.00247
     assert add(0.00247, 0.00831) == 0.01078 and add(0.000684, 0.000886) == 0.00157
     assert Pricing.per_million(2, 12) == CHAPTER_PRICES and CHAPTER_PRICES.per_million_prices() == (2.0, 12.0)
+
+
+# -- 1, 2. links and hard links in the workspace ---------------------------------------------------------------
+def tool(ws, name: str, path: str, call_id: str = "c1"):
+    return asyncio.run(getattr(ws, name)({"path": path}, ToolContext("r", call_id, instance="i1")))
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """A workspace with a link inside (to errors.log), a link out, and a hard link to a file outside it."""
+    ws = Workspace.copy_of(into=tmp_path / "run")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the operator's own notes\n")
+    (ws.root / "link_in.log").symlink_to("errors.log")
+    (ws.root / "link_out.txt").symlink_to(outside)
+    os.link(outside, ws.root / "hard.txt")
+    return ws, outside
+
+
+def test_an_approved_delete_of_a_link_deletes_the_link_never_its_target(linked):
+    ws, _ = linked
+    errors = (ws.root / "errors.log").read_text()
+    assert tool(ws, "delete_file", "link_in.log") == "deleted link_in.log"
+    assert not os.path.lexists(ws.root / "link_in.log")
+    assert (ws.root / "errors.log").read_text() == errors and ws.deleted == ["link_in.log"]
+    assert not any(ws.trash.iterdir())  # the link, moved aside, then removed: nothing left behind
+
+
+def test_a_link_inside_is_read_through(linked):
+    ws, _ = linked
+    assert tool(ws, "read_file", "link_in.log") == (ws.root / "errors.log").read_text()
+
+
+@pytest.mark.parametrize("name", ["read_file", "delete_file"])
+@pytest.mark.parametrize("path, says", [("hard.txt", "permission denied: hard.txt has 2 hard links"),
+                                        ("link_out.txt", "permission denied: link_out.txt")])
+def test_a_hard_link_or_a_link_out_is_refused_for_reading_and_deleting(linked, name, path, says):
+    ws, outside = linked
+    before = sorted(os.listdir(ws.root))
+    with pytest.raises(PermissionError) as refused:
+        tool(ws, name, path)
+    assert str(refused.value).startswith(says)
+    assert outside.read_text() == "the operator's own notes\n" and outside.stat().st_nlink == 2
+    assert sorted(os.listdir(ws.root)) == before and ws.delete_runs == []
+
+
+def test_a_fifo_is_no_file_and_does_not_block_the_read(tmp_path):
+    ws = Workspace.copy_of(into=tmp_path)
+    os.mkfifo(ws.root / "pipe.log")
+    with pytest.raises(FileNotFoundError, match="no such file: pipe.log"):
+        tool(ws, "read_file", "pipe.log")
+    with pytest.raises(FileNotFoundError, match="no such file: pipe.log"):
+        tool(ws, "delete_file", "pipe.log")
+    assert (ws.root / "pipe.log").exists()
+
+
+def test_a_link_put_in_place_after_the_path_was_resolved_is_not_followed(linked, monkeypatch):
+    """What ``resolve`` saw was a file inside; by the time it is opened, a link out stands there."""
+    ws, outside = linked
+    monkeypatch.setattr(ws, "resolve", lambda path: ws.root / "link_out.txt")
+    with pytest.raises(PermissionError, match="permission denied: errors.log"):
+        tool(ws, "read_file", "errors.log")
+
+
+def test_the_command_line_run_deletes_the_link_not_the_file(tmp_path):
+    """The issue's own case, through the command line: an approved delete of link_in.log."""
+    ws = Workspace.copy_of(into=tmp_path / "mine")
+    (ws.root / "access.log").rename(ws.root / "real.log")
+    (ws.root / "access.log").symlink_to("real.log")  # the destructive scenario deletes access.log
+    d = tmp_path / "runs"
+    assert C.in_process("run", "destructive", "--run-id", "r", "--workspace", ws.root, "--state-dir", d)[0] == 0
+    code, out, err = C.in_process("resume", "r", "--state-dir", d, "--approve", "c2", "--json")
+    assert code == 0 and json.loads(out)["status"] == "completed", err
+    assert not os.path.lexists(ws.root / "access.log") and (ws.root / "real.log").is_file()
