@@ -576,8 +576,10 @@ def _reserve(state_dir, run_id: str):
     try:
         make_reserve(state_dir, run_id, size)
     except OSError as e:
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
         raise EnvironmentProblem(f"cannot set aside {size // 1024} KiB in --state-dir {visible(state_dir)} "
-                                 f"({e.strerror or e}): free some space, then try again") from None
+                                 f"({visible(e.strerror or e)})" + (": free some space, then try again" if full
+                                                                    else "")) from None
     try:
         yield
     finally:

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from . import files
 from .state import RunState, state_path
 from .terminal import visible
 from .workspace import DATA_WORKSPACE
@@ -38,7 +39,7 @@ def ledger_path(state_dir: str | Path, run_id: str) -> Path:
 
 def read(path: Path) -> list[dict]:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = files.read(path, files.MAX_RECORD_BYTES, "a ledger").decode(errors="replace").splitlines()
     except FileNotFoundError:
         return []
     out = []
@@ -54,7 +55,8 @@ def read(path: Path) -> list[dict]:
 
 def append(state_dir: str | Path, state: RunState, kind: str, **fields) -> None:
     entry = {"type": kind, "instance": state.instance, **fields}
-    with open(ledger_path(state_dir, state.run_id), "a") as f:
+    fd = files.open_own(ledger_path(state_dir, state.run_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, in_place=True)
+    with open(fd, "a") as f:
         f.write(json.dumps(entry, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())

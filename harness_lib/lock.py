@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import files
 from .state import state_path
 
 
@@ -42,7 +43,7 @@ class RunLock:
     def __enter__(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = files.open_own(self.path, os.O_RDWR | os.O_CREAT, in_place=True)  # never through a link
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -54,7 +55,7 @@ class RunLock:
                 os.close(fd)
                 raise
             try:  # the holder before us may have removed the file as we opened it: lock the one in place
-                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                if os.lstat(self.path).st_ino == os.fstat(fd).st_ino:
                     break
             except FileNotFoundError:
                 pass

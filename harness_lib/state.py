@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from . import journal, testing
+from . import files, journal, testing
 from .pricing import add
 
 STATE_VERSION = 2  # 2: records in camelCase (``upgrade`` reads 1); a harness that reads 1 refuses a 2
@@ -202,7 +202,7 @@ def reserve_path(directory: str | Path, run_id: str) -> Path:
 def make_reserve(directory: str | Path, run_id: str, size: int) -> Path:
     """Set aside ``size`` bytes beside the state, for the save a full disk would otherwise refuse."""
     path = reserve_path(directory, run_id)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = files.create_own(path)  # anew, never through a link planted at its name (files.py)
     try:
         try:
             os.posix_fallocate(fd, 0, size)
@@ -296,7 +296,7 @@ def load(directory: str | Path, run_id: str) -> RunState:
     path = state_path(directory, run_id)
     jpath = journal_path(directory, run_id)
     try:
-        raw = path.read_bytes()
+        raw = files.read(path, files.MAX_STATE_BYTES, "a state file")  # never through a link, never too big
         data = json.loads(raw.decode())
     except FileNotFoundError:
         beside = f" (its journal {jpath.name} is there without it: refused)" if jpath.exists() else ""

@@ -29,10 +29,10 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from . import files
 from .resources import data_path
 from .tokens import compact
 from .tools import Tool, ToolContext, string_params
-from .trace import cut_torn_tail
 
 # Never acted on: each run works on a copy (``Workspace.copy_of``) in a folder the user owns. Checked
 # when copied, not here, so that an incomplete install is one clear error, not a failed import.
@@ -104,7 +104,7 @@ class Workspace:
             raise PermissionError(f"permission denied: {path}")
         return parent / named.name
 
-    def open_file(self, path: str) -> int:
+    def open_file(self, path) -> int:
         """A descriptor for reading the regular file ``path`` resolves to, inside the workspace, with one
         link to it: what it resolves to is opened without following a link put there meanwhile."""
         target = self.resolve(path)
@@ -145,10 +145,12 @@ class Workspace:
 
     # -- the journal of writes ----------------------------------------------------------------------
     def journal_entries(self) -> list[dict]:
-        if not self.journal.exists():
+        try:
+            text = files.read(self.journal, files.MAX_RECORD_BYTES, "a journal of writes").decode()
+        except FileNotFoundError:
             return []
         entries = []
-        for line in self.journal.read_text().splitlines():
+        for line in text.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -158,10 +160,11 @@ class Workspace:
         return entries
 
     def _journal(self, entry: dict):
+        fd = files.open_own(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, in_place=True)
         if not self._tail_checked:  # a predecessor killed mid-write left a fragment: cut it, as the trace does
-            cut_torn_tail(self.journal)
+            files.cut_torn_tail(fd)
             self._tail_checked = True
-        with open(self.journal, "a") as f:
+        with open(fd, "a") as f:
             f.write(json.dumps(entry, separators=(",", ":")) + "\n")  # ASCII: any file name survives
             f.flush()
             os.fsync(f.fileno())
@@ -225,6 +228,8 @@ class Workspace:
             if not started:
                 self._journal({"op": "delete", "key": key, "path": args["path"], "started": True})
             self.trash.mkdir(exist_ok=True)
+            if not stat.S_ISDIR(os.lstat(self.trash).st_mode):  # a link planted there would move it elsewhere
+                raise PermissionError(f"permission denied: {self.trash.name} is not a folder of the harness's own")
             os.rename(target, aside)  # atomic: after this the deletion has happened, and says so
         result = f"deleted {args['path']}"
         self._journal({"op": "delete", "key": key, "path": args["path"], "done": True, "result": result})

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tracemalloc
 from fractions import Fraction
+from pathlib import Path
 
 import operator_campaign as C
 import pytest
@@ -228,3 +230,96 @@ def test_the_command_line_run_deletes_the_link_not_the_file(tmp_path):
     code, out, err = C.in_process("resume", "r", "--state-dir", d, "--approve", "c2", "--json")
     assert code == 0 and json.loads(out)["status"] == "completed", err
     assert not os.path.lexists(ws.root / "access.log") and (ws.root / "real.log").is_file()
+
+
+# -- 11. links planted in the state folder: never followed ------------------------------------------------------
+VICTIM = "the operator's notes: nothing of the harness's belongs here\n"
+
+
+def plant(tmp_path, name: str, hard: bool = False) -> Path:
+    """A victim file outside the state folder, and a link to it at ``name`` in the state folder ``runs``."""
+    victim = tmp_path / "notes.txt"
+    victim.write_text(VICTIM)
+    (tmp_path / "runs").mkdir(exist_ok=True)
+    link = tmp_path / "runs" / name
+    link.unlink(missing_ok=True)
+    os.link(victim, link) if hard else link.symlink_to(victim)
+    return victim
+
+
+@pytest.mark.parametrize("name", ["r.lock", ".r.reserve"])
+def test_a_link_planted_where_run_writes_is_refused_and_not_followed(tmp_path, name):
+    victim = plant(tmp_path, name)
+    code, out, err = C.in_process("run", "plan", "--run-id", "r", "--state-dir", tmp_path / "runs")
+    assert code == 2 and f"{name} is a symbolic link" in err and len(err.strip().splitlines()) == 1, err
+    assert victim.read_text() == VICTIM and not (tmp_path / "runs" / "r.json").exists()
+
+
+def saved_run(tmp_path) -> Path:
+    d = tmp_path / "runs"
+    code, _, err = C.in_process("run", "runaway", "--run-id", "r", "--max-turns", "2", "--state-dir", d)
+    assert code == 0, err
+    return d
+
+
+@pytest.mark.parametrize("name, hard, says", [
+    ("r.ledger.jsonl", False, "r.ledger.jsonl is a symbolic link"),
+    ("r.ledger.jsonl", True, "r.ledger.jsonl has 2 hard links"),
+    ("r.journal", False, "r.journal is a symbolic link"),
+    ("r.lock", True, "r.lock has 2 hard links"),
+    ("r.json", False, "r.json is a symbolic link"),
+])
+def test_a_link_planted_where_resume_reads_or_writes_is_refused(tmp_path, name, hard, says):
+    d = saved_run(tmp_path)
+    keep = (d / "r.json").read_bytes()
+    victim = plant(tmp_path, name, hard)
+    code, out, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "4")
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert victim.read_text() == VICTIM
+    if name != "r.json":
+        assert (d / "r.json").read_bytes() == keep
+
+
+def test_a_link_planted_for_the_journal_of_writes_or_the_trash_is_refused(tmp_path):
+    ws = Workspace.copy_of(into=tmp_path / "run")
+    victim = tmp_path / "notes.txt"
+    victim.write_text(VICTIM)
+    ws.journal.symlink_to(victim)
+    with pytest.raises(OSError, match="is a symbolic link"):
+        tool(ws, "delete_file", "access.log")
+    assert victim.read_text() == VICTIM and (ws.root / "access.log").exists()
+    ws.journal.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ws.trash.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(PermissionError, match="is not a folder of the harness's own"):
+        tool(ws, "delete_file", "access.log")
+    assert (ws.root / "access.log").exists() and list(elsewhere.iterdir()) == []
+
+
+# -- 6. sizes bounded before reading ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["r.json", "r.journal", "r.ledger.jsonl"])
+def test_a_huge_file_is_refused_in_one_line_without_being_read(tmp_path, name):
+    """A 3 GiB sparse file where the run keeps its snapshot, journal or ledger: refused by its size, before a
+    byte is read (the memory the refusal takes is measured: a read would take gigabytes)."""
+    d = saved_run(tmp_path)
+    with open(d / name, "r+b" if (d / name).exists() else "wb") as f:
+        f.truncate(3 * 2 ** 30)
+    tracemalloc.start()
+    code, out, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "4")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert code == 2 and "3,221,225,472 bytes, more than the" in err and len(err.strip().splitlines()) == 1, err
+    assert peak < 64 * 2 ** 20, f"{peak:,} bytes allocated to refuse it"
+
+
+def test_a_state_file_that_is_a_device_is_refused(tmp_path):
+    d = saved_run(tmp_path)
+    (d / "r.json").unlink()
+    (d / "r.json").symlink_to("/dev/zero")
+    code, _, err = C.in_process("resume", "r", "--state-dir", d)
+    assert code == 2 and "r.json is a symbolic link" in err and "MemoryError" not in err
+    (d / "r.json").unlink()
+    os.mkfifo(d / "r.json")  # a FIFO nobody writes to: opening it must not hang, reading it must not start
+    code, _, err = C.in_process("resume", "r", "--state-dir", d)
+    assert code == 2 and "r.json is not a regular file" in err, err
