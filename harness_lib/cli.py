@@ -699,11 +699,13 @@ def cmd_resume(args) -> int:
         if not state.continuable:
             raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
                              f"a budget or an interruption (or whose process died) can be resumed")
-        state.config = saved_config(state.config)
+        made_by_cli, state.config = bool(state.config), saved_config(state.config)
         if args.approve:
             approve(state, args.approve)
         elif args.reject:
             reject(state, args.reject, args.reason, silent=args.silent)
+        # The operator's record first: what follows compares the options given here with the run's latest.
+        ledger.check(args.state_dir, state, saved_config, given=args.approve, saved_options=made_by_cli)
         changes = _changes(state, args)
         new = {**state.config, **{name: change["new"] for name, change in changes.items()}}
         moved_to = getattr(args, "local_base_url", None) or (new["base_url"] if "base_url" in changes else None)
@@ -716,7 +718,6 @@ def cmd_resume(args) -> int:
         args.pricing = _pricing(new["price_in"], new["price_out"], new["budget"])
         _strict_can_act(new, args.pricing)  # before the change is saved: a run must never be left unresumable
         _usable_trace(getattr(args, "trace", None) or state.config["trace"])
-        ledger.check(args.state_dir, state, saved_config, given=args.approve)
         # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
         workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
         with _reserve(args.state_dir, state.run_id):

@@ -19,8 +19,10 @@ import pytest
 from replay_server import ReplayServer, fixture
 from test_conformance import ANSWER, FAST, drive
 
+from harness_lib import ledger
 from harness_lib.loop import Options
 from harness_lib.pricing import CHAPTER_PRICES, Pricing
+from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import load
 from harness_lib.tools import ToolContext
 from harness_lib.workspace import Workspace
@@ -237,11 +239,12 @@ VICTIM = "the operator's notes: nothing of the harness's belongs here\n"
 
 
 def plant(tmp_path, name: str, hard: bool = False) -> Path:
-    """A victim file outside the state folder, and a link to it at ``name`` in the state folder ``runs``."""
+    """A victim file outside the state folder, and a link to it at ``name`` in the state folder ``runs``. A
+    hard link takes the place of a file with what it held (the ledger's lines, say): only the link is wrong."""
     victim = tmp_path / "notes.txt"
-    victim.write_text(VICTIM)
     (tmp_path / "runs").mkdir(exist_ok=True)
     link = tmp_path / "runs" / name
+    victim.write_bytes(link.read_bytes() if hard and link.exists() else VICTIM.encode())
     link.unlink(missing_ok=True)
     os.link(victim, link) if hard else link.symlink_to(victim)
     return victim
@@ -273,9 +276,10 @@ def test_a_link_planted_where_resume_reads_or_writes_is_refused(tmp_path, name, 
     d = saved_run(tmp_path)
     keep = (d / "r.json").read_bytes()
     victim = plant(tmp_path, name, hard)
+    before = victim.read_bytes()
     code, out, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "4")
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
-    assert victim.read_text() == VICTIM
+    assert victim.read_bytes() == before
     if name != "r.json":
         assert (d / "r.json").read_bytes() == keep
 
@@ -323,3 +327,91 @@ def test_a_state_file_that_is_a_device_is_refused(tmp_path):
     os.mkfifo(d / "r.json")  # a FIFO nobody writes to: opening it must not hang, reading it must not start
     code, _, err = C.in_process("resume", "r", "--state-dir", d)
     assert code == 2 and "r.json is not a regular file" in err, err
+
+
+# -- 3, 4, and a ledger deleted: the ledger binds every option and decision to its latest value -----------------
+def edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_an_older_higher_budget_restored_in_the_file_is_refused(tmp_path):
+    """The issue's case: a run given $0.05, then lowered to $0.012 by a resume (it stopped at 10 turns,
+    $0.012618); the file's budget set back to $0.05 was the one before the latest, which the ledger took."""
+    d = tmp_path / "runs"
+    with ScriptedProvider() as provider:
+        common = ("--state-dir", d, "--base-url", provider.base_url, "--json")
+        assert C.in_process("run", "runaway", "--run-id", "r", "--budget", "0.05", "--max-turns", "2", *common)[0] == 0
+        code, out, _ = C.in_process("resume", "r", "--budget", "0.012", "--max-turns", "50", *common)
+        s = json.loads(out)
+        assert (s["status"], s["turns"], s["cost_usd"]) == ("budget_exceeded", 10, 0.012618)
+        edit(d / "r.json", lambda data: data["config"].update(budget=0.05))
+        before = (d / "r.json").read_bytes(), provider.requests
+        code, out, err = C.in_process("resume", "r", *common)
+        assert code == 2 and "options (budget) differ from the latest the run was given" in err, err
+        assert ((d / "r.json").read_bytes(), provider.requests) == before
+
+
+def test_options_a_resume_recorded_but_never_saved_are_the_runs(tmp_path):
+    """resume records a change in the ledger, then saves the state with it: killed in between, the state is one
+    change behind, and nothing came after the change in the ledger. The run continues with the latest."""
+    d = tmp_path / "runs"
+    assert C.in_process("run", "runaway", "--run-id", "r", "--max-turns", "2", "--state-dir", d)[0] == 0
+    state = load(d, "r")
+    ledger.append(d, state, "config", config={**state.config, "max_turns": 3})  # what the killed resume left
+    code, out, err = C.in_process("resume", "r", "--state-dir", d, "--json")
+    s = json.loads(out)
+    assert (code, s["status"], s["turns"], s["max_turns"]) == (0, "max_turns_exceeded", 3, 3), err
+
+
+@pytest.mark.parametrize("field, value", [("model", "destructive"), ("scenario", "delegate")])
+def test_the_model_or_the_scenario_changed_in_the_file_is_refused(tmp_path, field, value):
+    d = tmp_path / "runs"
+    with ScriptedProvider() as provider:
+        assert C.in_process("run", "plan", "--run-id", "r", "--max-turns", "1", "--state-dir", d,
+                            "--base-url", provider.base_url)[0] == 0
+        edit(d / "r.json", lambda data: data.update(model=value) if field == "model"
+             else data["meta"].update(scenario=value))
+        requests = provider.requests
+        code, _, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "5")
+        assert code == 2 and f"the state file's {field} differs from what the run was given" in err, err
+        assert len(err.strip().splitlines()) == 1 and provider.requests == requests
+
+
+def test_a_missing_ledger_of_a_command_line_run_is_refused_not_bound_again(tmp_path):
+    d = tmp_path / "runs"
+    assert C.in_process("run", "destructive", "--run-id", "r", "--state-dir", d)[0] == 0
+    ws = Path(load(d, "r").meta["workspace"])
+    (d / "r.ledger.jsonl").unlink()
+    code, _, err = C.in_process("resume", "r", "--state-dir", d, "--approve", "c2")
+    assert code == 2 and "the run's ledger r.ledger.jsonl is missing" in err and len(err.strip().splitlines()) == 1
+    assert (ws / "access.log").exists() and not (d / "r.ledger.jsonl").exists()
+
+
+def test_a_ledger_deleted_and_the_file_made_to_look_in_process_binds_no_approval(tmp_path):
+    """The issue's attack: the ledger deleted, the workspace pointed elsewhere, an approval forged. With its
+    options removed the file passes for a run made in-process, which is bound to what it says; but an
+    approval is never taken from a file, only from `resume --approve`."""
+    d = tmp_path / "runs"
+    assert C.in_process("run", "destructive", "--run-id", "r", "--state-dir", d)[0] == 0
+    outside = Workspace.copy_of(into=tmp_path / "outside")
+    (d / "r.ledger.jsonl").unlink()
+    edit(d / "r.json", lambda data: (data.update(config={}, approved=["c2"]),
+                                     data["meta"].update(workspace=str(outside.root))))
+    code, _, err = C.in_process("resume", "r", "--state-dir", d)
+    assert code == 2 and "lists c2 as approved, but no approval was given" in err, err
+    assert (outside.root / "access.log").exists()
+
+
+def test_a_ledger_from_before_the_model_was_recorded_binds_it_at_the_next_resume(tmp_path):
+    d = tmp_path / "runs"
+    assert C.in_process("run", "runaway", "--run-id", "r", "--max-turns", "1", "--state-dir", d)[0] == 0
+    path = d / "r.ledger.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in e.items() if k not in ("model", "scenario")}) + "\n"
+                            for e in lines))
+    assert C.in_process("resume", "r", "--state-dir", d, "--max-turns", "2")[0] == 0
+    edit(d / "r.json", lambda data: data.update(model="plan"))
+    code, _, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "3")
+    assert code == 2 and "the state file's model differs" in err, err
