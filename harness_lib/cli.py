@@ -472,6 +472,10 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
     def signalled(s: RunState):
         return Stop("interrupted", {"type": "cancelled", "reason": SIGNALS[heard[0]]}) if heard else None
 
+    def lock_lost(s: RunState):  # the run's lock file gone or replaced: another process may own the run
+        why = args.lock.lost() if getattr(args, "lock", None) else None
+        return Stop("interrupted", {"type": "cancelled", "reason": why}) if why else None
+
     screen = sys.stderr if args.json else sys.stdout
 
     at_line_start = [True]
@@ -487,7 +491,7 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
             show("\n")
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
-                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
+                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled, lock_lost],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
                    trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id)),
@@ -525,6 +529,9 @@ def _finish(state: RunState, args, wall_ms: float, label: str, heard: list[int])
     reason = (state.interruption or {}).get("reason", "")
     if heard and state.status == "interrupted" and reason.startswith(SIGNALS[heard[0]]):
         return 128 + heard[0]
+    if reason.startswith("the run's lock file"):  # a run another process may own: exit 2, as when refused
+        print(f"error: run {state.run_id}: {reason}; see who holds it before you resume it", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -547,9 +554,9 @@ def _usable_trace(path: str | None):
 
 @contextlib.contextmanager
 def _owner(state_dir, run_id: str):
-    """Own the run (``RunLock``) for this block; without a state dir there is nothing to share."""
+    """Own the run (``RunLock``, yielded; None without a state dir: nothing to share) for this block."""
     if not state_dir:
-        yield
+        yield None
         return
     try:
         if Path(state_dir).exists() and not Path(state_dir).is_dir():
@@ -560,7 +567,7 @@ def _owner(state_dir, run_id: str):
     except OSError as e:
         raise EnvironmentProblem(f"cannot use --state-dir {visible(state_dir)}: {e.strerror or e}") from None
     try:
-        yield
+        yield lock
     finally:
         lock.release()
 
@@ -633,7 +640,7 @@ def cmd_run(args) -> int:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
     _usable_trace(args.trace)
     run_id = check_run_id(args.run_id) if args.run_id is not None else uuid.uuid4().hex[:12]
-    with _owner(args.state_dir, run_id):
+    with _owner(args.state_dir, run_id) as args.lock:  # (the run checks at every step that it still holds it)
         if args.state_dir and state_path(args.state_dir, run_id).exists():
             raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
                              f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
@@ -694,7 +701,7 @@ def _price_past_turns(state: RunState, pricing: Pricing) -> None:
 
 
 def cmd_resume(args) -> int:
-    with _owner(args.state_dir, check_run_id(args.run_id)):
+    with _owner(args.state_dir, check_run_id(args.run_id)) as args.lock:
         state = load(args.state_dir, args.run_id)
         if not state.continuable:
             raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import tracemalloc
 from fractions import Fraction
 from pathlib import Path
@@ -20,11 +21,13 @@ from replay_server import ReplayServer, fixture
 from test_conformance import ANSWER, FAST, drive
 
 from harness_lib import ledger
+from harness_lib.lock import RunLock, lock_path
 from harness_lib.loop import Options
 from harness_lib.pricing import CHAPTER_PRICES, Pricing
 from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import load
 from harness_lib.tools import ToolContext
+from harness_lib.trace import read
 from harness_lib.workspace import Workspace
 
 NOWHERE = "http://127.0.0.1:9/v1"  # no request may reach it: every case that uses it ends before one
@@ -415,3 +418,44 @@ def test_a_ledger_from_before_the_model_was_recorded_binds_it_at_the_next_resume
     edit(d / "r.json", lambda data: data.update(model="plan"))
     code, _, err = C.in_process("resume", "r", "--state-dir", d, "--max-turns", "3")
     assert code == 2 and "the state file's model differs" in err, err
+
+
+# -- 5. the lock survives the loss of its file ---------------------------------------------------------------------
+def test_a_holder_knows_when_its_lock_file_is_gone_or_replaced_and_leaves_a_new_one_alone(tmp_path):
+    lock = RunLock(tmp_path, "r").__enter__()
+    assert lock.lost() is None
+    lock_path(tmp_path, "r").unlink()  # a temp-folder cleaner
+    assert "r.lock was removed" in lock.lost()
+    other = RunLock(tmp_path, "r").__enter__()  # what a second process can do now
+    assert "r.lock was replaced by another file" in lock.lost() and other.lost() is None
+    lock.release()  # the first holder lets go: the second's file stays, and is still the second's
+    assert lock_path(tmp_path, "r").exists() and other.lost() is None
+    other.release()
+    assert not lock_path(tmp_path, "r").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_run_whose_lock_file_goes_stops_at_its_next_step_saved_and_pays_nothing_twice(tmp_path, how):
+    """The issue's case: r.lock removed while a run holds it, then a second owner. The first stops at its next
+    step, saved (interrupted, saying why, exit 2); the second continues the run; no turn is paid twice."""
+    d, trace = tmp_path / "runs", tmp_path / "t.jsonl"
+    with ScriptedProvider(latency_ms=50) as provider:
+        first = C.spawn("run", "runaway", "--run-id", "r", "--max-turns", "30", "--state-dir", d, "--trace", trace,
+                        "--base-url", provider.base_url, "--json")
+        while len([e for e in (read(trace) if trace.exists() else []) if e["type"] == "turn"]) < 3:
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.01)
+        lock_path(d, "r").unlink()
+        second = RunLock(d, "r").__enter__() if how == "replaced" else None  # another owner's file in its place
+        code, out, err = C.finish(first)
+        state = load(d, "r")
+        assert code == 2 and "r.lock was" in err and len(err.strip().splitlines()) == 1, err
+        assert state.status == "interrupted" and state.interruption["reason"].startswith("the run's lock file r.lock")
+        assert provider.requests == state.turns < 30  # every paid turn saved, and it stopped before the cap
+        if second is not None:
+            assert second.lost() is None  # the first did not remove the new owner's file on its way out
+            second.release()
+        code, out, err = C.in_process("resume", "r", "--state-dir", d, "--json")
+        assert code == 0 and json.loads(out)["turns"] == 30, err
+        assert provider.requests == 30  # no turn paid twice
