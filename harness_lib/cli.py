@@ -52,7 +52,7 @@ from .state import (
     state_path,
 )
 from .stops import Stop
-from .terminal import json_safe, visible, visible_lines
+from .terminal import Quoted, json_safe, visible
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -476,19 +476,8 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
         why = args.lock.lost() if getattr(args, "lock", None) else None
         return Stop("interrupted", {"type": "cancelled", "reason": why}) if why else None
 
-    screen = sys.stderr if args.json else sys.stdout
-
-    at_line_start = [True]
-
-    def show(text: str):
-        if text:
-            screen.write(visible_lines(text))
-            screen.flush()
-            at_line_start[0] = text.endswith("\n")
-
-    def fresh_line():
-        if not at_line_start[0]:
-            show("\n")
+    show = Quoted(sys.stderr if args.json else sys.stdout)  # a model's streamed text: escaped, every line marked
+    fresh_line = show.fresh_line
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled, lock_lost],
