@@ -20,7 +20,10 @@ After the reply (``settle``):
   reason, and the cut text is kept out of the transcript (it is in the interruption, ``cutReply``), so
   nothing presents it as an answer and a run resumed with more money asks the model again;
 * a provider that billed more completion tokens than the ``max_tokens`` it was sent did not honour it:
-  the guarantee rests on it, so the run ends ``failed`` saying so (whether or not this turn crossed);
+  the guarantee rests on it, so the run ends ``failed`` saying so (whether or not this turn crossed); so
+  does one whose usage is not a count of what was sent: a prompt or a reply billed at under half the
+  tokens counted here (and 16 more), which no tokenizer explains, would let a reply far past
+  ``max_tokens`` look honoured and the money spent look smaller than it was;
 * a prompt billed above the local estimate that took the run over the budget ends it ``failed`` too,
   saying by how much the estimate was short (raise ``strict_margin``). Below the budget, the trace
   records the shortfall (``strict_budget`` lines carry the estimate beside the turn's billed count).
@@ -145,6 +148,10 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
                                     f"{allowed.max_tokens} and billed {turn.completion_tokens} completion tokens "
                                     f"({spent}{', over it' if over else ''}); the strict budget cannot be kept "
                                     f"against this provider")
+    if not turn.estimated and (short := _underbilled(allowed.counted, turn)):
+        return Stop("failed", error=f"the provider's usage does not count what was sent: it billed {short} "
+                                    f"({spent}); a budget kept on such counts is not kept, so the strict budget "
+                                    f"cannot be kept against this provider")
     if over:
         need = margin_for(allowed.counted, turn.prompt_tokens)
         return Stop("failed", error=f"the strict budget's prompt estimate was short: the server billed "
@@ -160,6 +167,20 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
                        f"{allowed.max_tokens} tokens{short}; {spent}): paid and recorded, not an answer",
                        cutReply=cut)
     return None
+
+
+UNDERBILLED = 2  # a count under half of this harness's (and 16 tokens) is not another tokenizer's: it is wrong
+
+
+def _underbilled(counted: int, turn) -> str | None:
+    """What the provider billed far below what this harness counts in the request it sent and the reply it
+    received (no tokenizer differs from o200k_base by a factor of two), said; None when the counts are
+    plausible. The check of max_tokens and of the budget rests on those counts."""
+    received = tokens.completion_tokens(turn.message)
+    pairs = (("prompt", turn.prompt_tokens, counted), ("completion", turn.completion_tokens, received))
+    short = [f"{billed:,} {kind} tokens for {ours:,} counted here" for kind, billed, ours in pairs
+             if ours > UNDERBILLED * billed + 16]
+    return " and ".join(short) or None
 
 
 def margin_for(counted: int, billed: int) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import operator_campaign as C
 import pytest
-from replay_server import ReplayServer, fixture
+from replay_server import SERVERS, ReplayServer, fixture
 from test_conformance import ANSWER, FAST, drive
 
 from harness_lib import ledger
@@ -504,3 +504,32 @@ def test_a_quoted_stream_marks_each_line_however_the_pieces_fall():
         show(piece)
     show.fresh_line()
     assert screen.getvalue() == "> one line\n> two\n\n> three\\x1b[2K \\\\x1b\n\n"  # a backslash typed: doubled
+
+
+# -- the strict budget against a server that bills far fewer tokens than were sent ---------------------------------
+STRICT = {"strict_budget": True, "max_budget_usd": 1.0, "pricing": Pricing.per_million(1, 1)}
+
+
+@pytest.mark.parametrize("side", ["completion", "prompt"])
+def test_a_server_billing_far_fewer_tokens_than_it_sends_ends_a_strict_run(tmp_path, side):
+    """Its usage is what max_tokens and the budget are checked against: a reply of some 300 tokens billed as 5
+    (or every prompt billed as 3) would pass any check. Failed, saying so, the turn paid and recorded."""
+    replies = fixture("openai")["replies"]
+    if side == "completion":
+        replies[2]["choices"][0]["message"]["content"] = ANSWER + " The worker restarted." * 40
+        replies[2]["usage"]["completion_tokens"] = 5
+    else:
+        for r in replies:
+            r["usage"]["prompt_tokens"] = 3
+    with ReplayServer(replies) as replay:
+        state, _ = drive(tmp_path, replay.base_url, **STRICT)
+    assert state.status == "failed" and "the provider's usage does not count what was sent" in state.error
+    assert ("billed 5 completion tokens for" if side == "completion" else "billed 3 prompt tokens for") in state.error
+    assert state.turns == (3 if side == "completion" else 1)
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_each_servers_own_usage_passes_the_strict_check(tmp_path, server):
+    with ReplayServer.of(server) as replay:
+        state, _ = drive(tmp_path, replay.base_url, model=fixture(server)["model"], **STRICT)
+    assert (state.status, state.output) == ("completed", ANSWER), state.error
