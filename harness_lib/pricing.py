@@ -17,6 +17,7 @@ $0). The chapter's figures are decimals of six places, so they come out as the s
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Context, Decimal
@@ -33,7 +34,7 @@ _EXACT = Context(prec=80, rounding=ROUND_CEILING)  # enough digits for any sum o
 
 def _decimal(value: float) -> Decimal:
     """The decimal a float of dollars (or tokens) stands for: the one its shortest repr spells."""
-    return Decimal(repr(float(value)))
+    return Decimal(value) if isinstance(value, int) else Decimal(repr(float(value)))
 
 
 def _up(value: Decimal) -> float:
@@ -46,6 +47,9 @@ def _up(value: Decimal) -> float:
 
 def add(*amounts: float) -> float:
     """The exact sum of amounts of dollars, as a float never below it."""
+    amounts = tuple(a for a in amounts if a)
+    if len(amounts) < 2:  # nothing to add (a run without subagents, say): the amount is its own float
+        return float(amounts[0]) if amounts else 0.0
     total = Decimal(0)
     for amount in amounts:
         total = _EXACT.add(total, _decimal(amount))
@@ -104,11 +108,17 @@ class Pricing:
     def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
         """Dollars for a turn (or a forecast's mean turn: tokens may be fractional), exactly, never below;
         0.0 when no price is known (shown as unknown, never as a cost)."""
-        if (prices := self._prices()) is None:
+        if (prices := self._exact) is None:
             return 0.0
-        exact = _EXACT.add(_EXACT.multiply(_decimal(prompt_tokens), _decimal(prices[0])),
-                           _EXACT.multiply(_decimal(completion_tokens), _decimal(prices[1])))
+        exact = _EXACT.add(_EXACT.multiply(_decimal(prompt_tokens), prices[0]),
+                           _EXACT.multiply(_decimal(completion_tokens), prices[1]))
         return _up(exact)
+
+    @functools.cached_property
+    def _exact(self) -> tuple[Decimal, Decimal] | None:
+        """The prices as the decimals they stand for, made once."""
+        prices = self._prices()
+        return None if prices is None else (_decimal(prices[0]), _decimal(prices[1]))
 
 
 CHAPTER_PRICES = Pricing()
