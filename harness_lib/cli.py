@@ -634,7 +634,7 @@ def cmd_run(args) -> int:
             raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
                              f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
         into = Path(args.state_dir) / f"{run_id}.workspace" if args.state_dir and not args.workspace else None
-        if into is not None and into.exists():
+        if into is not None and os.path.lexists(into):  # (a link there too, dangling or not)
             raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
                              f"move it away or give another --run-id")
         apply_seam(args)  # LLM_* and flags: the endpoint, the model's name, the prices, the turn cap

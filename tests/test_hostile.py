@@ -533,3 +533,11 @@ def test_each_servers_own_usage_passes_the_strict_check(tmp_path, server):
     with ReplayServer.of(server) as replay:
         state, _ = drive(tmp_path, replay.base_url, model=fixture(server)["model"], **STRICT)
     assert (state.status, state.output) == ("completed", ANSWER), state.error
+
+
+def test_a_link_planted_where_run_copies_the_workspace_is_refused(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r.workspace").symlink_to(tmp_path / "nowhere", target_is_directory=True)  # dangling
+    code, _, err = C.in_process("run", "plan", "--run-id", "r", "--state-dir", tmp_path / "runs")
+    assert code == 2 and "r.workspace already exists" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "nowhere").exists()
