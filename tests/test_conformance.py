@@ -354,7 +354,7 @@ def test_stream_shows_the_answer_and_the_steps(capsys):
     with ReplayServer.of("llamacpp") as replay:
         assert main(["run", "--base-url", replay.base_url, "--model", "qwen2.5-0.5b-instruct", "--stream"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith(ANSWER + "\n") and "status=completed" in out
+    assert out.startswith("> " + ANSWER + "\n") and "status=completed" in out  # the model's line, marked
     assert "step 1:" in err and "list_files({})" in err and "step 3:" in err
 
 
@@ -460,5 +460,5 @@ def test_a_step_line_after_streamed_text_starts_on_a_line_of_its_own(capsys):
                      "--json"]) == 0
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
+    assert "> " + ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
     assert json.loads(out)["status"] == "completed"
