@@ -129,7 +129,9 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
     (lambda u: s08.resume_after_kill(u, kill_after_tool_results=3), "KILL_AFTER_TOOL_RESULTS"),
     (lambda u: s08.resume_after_kill(u, hold_ms=-5), "HOLD_MS"),
     (lambda u: s09.cancellation(u, stop_at=0), "STOP_AT"),
-    (lambda u: s11.latency((0,), repeats=1), "LATENCIES_MS"),
+    (lambda u: s11.latency((), repeats=1), "LATENCIES_MS"),   # one latency is fine (no slope), none is not
+    (lambda u: s11.latency((0, 400), repeats=1), "LATENCIES_MS"),
+    (lambda u: s11.latency(0, repeats=6), "REPEATS"),
     (lambda u: s13.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
     (lambda u: s13.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
     (lambda u: s00.switch_servers(u, "runaway"), "SCENARIO"),
