@@ -134,6 +134,7 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
     (lambda u: s11.latency(0, repeats=6), "REPEATS"),
     (lambda u: s13.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
     (lambda u: s13.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
+    (lambda u: s13.subagent(u, child_model="slow", stop_at=0), "STOP_AT"),
     (lambda u: s00.switch_servers(u, "runaway"), "SCENARIO"),
     (lambda u: s06.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
     (lambda u: s10.trace_demo(u, run_id=""), "RUN_ID"),
@@ -195,11 +196,11 @@ def test_trace_demo_and_the_two_process_run_leave_no_folder(url, private_tmp):
 
 
 def test_the_prose_about_the_child_follows_its_cap(url):
-    out, table = arun(s13.subagent(url, child_max_turns=2))
-    story = s13.child_story(out)
+    state, events, table = arun(s13.subagent(url, child_max_turns=2))
+    story = s13.child_story(state, events)
     assert table.loc["child (research)", "turns"] == 2 and story.startswith("The child spent 2 turns")
-    out, _ = arun(s13.subagent(url))
-    assert s13.child_story(out).startswith("The child spent 3 turns and ran 2 tool calls")
+    state, events, _ = arun(s13.subagent(url))
+    assert s13.child_story(state, events).startswith("The child spent 3 turns and ran 2 tool calls")
 
 
 def test_fatal_row_does_not_claim_the_model_read_the_error(url):
