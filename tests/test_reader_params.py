@@ -34,6 +34,7 @@ from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s11_latency as s11
 from harness_lib.chapter import s12_local_model as s12
 from harness_lib.chapter import s13_subagent as s13
+from harness_lib.chapter import s14_libraries as s14
 from harness_lib.chapter.figures import NO_FIGURE, compare, relabel, tally
 from harness_lib.chapter.stop_button import STOP_REASON, Stopped, stoppable, whole
 from harness_lib.loop import Options, run
@@ -135,6 +136,7 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
     (lambda u: s13.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
     (lambda u: s13.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
     (lambda u: s13.subagent(u, child_model="slow", stop_at=0), "STOP_AT"),
+    (lambda u: s14.peers(u, cap="8"), "STEP_COUNT"),
     (lambda u: s00.switch_servers(u, "runaway"), "SCENARIO"),
     (lambda u: s06.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
     (lambda u: s10.trace_demo(u, run_id=""), "RUN_ID"),
@@ -324,6 +326,16 @@ def test_notebook_03_with_a_scalar_budget_and_a_bad_one(tmp_path):
     errors = _outputs(nb, "error")
     assert errors and all(e.traceback == ["ParameterError: BUDGETS accepts a number of dollars above 0 and at most "
                                           "1, or a tuple of them; got 'a lot'"] for e in errors[:1])
+
+
+@pytest.mark.slow
+def test_notebook_14_says_in_one_line_why_it_refuses_a_limit_written_as_text(tmp_path):
+    """MY_LIMIT = "3" used to reach the reader's condition, which raised comparing a count with a string, and the
+    run printed status=failed turns=0 and nothing else; the setup cell now refuses it first, in one line."""
+    nb = _execute_with("14", 'MY_LIMIT = "3"', tmp_path)
+    first = _outputs(nb, "error")[0]
+    assert first.traceback == ["ParameterError: MY_LIMIT accepts a whole number from 1 to 50; got '3'"]
+    assert "status=failed" not in "".join(o.get("text", "") for o in _outputs(nb, "stream"))
 
 
 def test_the_prose_about_the_policies_follows_the_cap(url):
