@@ -129,3 +129,29 @@ def test_stop_during_a_loop_of_runs_ends_the_run_and_then_the_loop(url):
     assert len(states) == 2 and states[1].status == "interrupted"
     assert states[1].interruption == {"type": "cancelled", "reason": STOP_REASON}
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- Stop pressed at an event of the run --------------------------------------------------------------------
+def test_stop_after_counts_from_the_tools_start_not_from_the_runs():
+    """The first model call takes 400 ms here; Stop 200 ms after the tool starts still lands inside the scan (one
+    turn paid, before its first progress event at 500 ms), where a Stop counted from the run's start would land in
+    that model call (no turn at all). Both timers live on the run's own loop, so this holds on any machine."""
+    from harness_lib.scripted import ScriptedProvider
+
+    with ScriptedProvider(latency_ms=400) as slow:
+        stop = common.StopAfter(0.2)
+        state = asyncio.run(stop.run(run(new_run(SYSTEM_PROMPT, TASK, "slow"), Workspace.copy_of().tools(),
+                                         Options(base_url=slow.base_url, on_progress=stop.progress,
+                                                 trace=stop.trace()))))
+    assert state.status == "interrupted" and state.interruption == {"type": "cancelled", "reason": STOP_REASON}
+    assert (state.turns, state.tool_runs, stop.timeline) == (1, 0, [])
+    assert stop.pressed is not None and stop.ms(stop.pressed) >= 200 and stop.ended >= stop.pressed
+
+
+def test_stop_after_never_presses_once_the_run_has_ended_or_when_told_not_to(url):
+    for seconds in (None, 30.0):  # 30 s: the timer is dropped when the run ends, not left to fire later
+        stop = common.StopAfter(seconds, tool="list_files")
+        state = asyncio.run(stop.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of().tools(),
+                                         Options(base_url=url, trace=stop.trace()))))
+        assert state.status == "completed" and stop.pressed is None and stop.started is not None
+        assert stop._timer is None or stop._timer.cancelled()

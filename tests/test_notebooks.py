@@ -22,7 +22,7 @@ from harness_lib.chapter import s09_cancellation as s09
 from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s11_latency as s11
 from harness_lib.chapter import s12_local_model as s12
-from harness_lib.chapter import s14_stop_conditions as s14
+from harness_lib.chapter import s14_libraries as s14
 from harness_lib.chapter import s15_what_is_left as s15
 from harness_lib.chapter.figures import compare
 from harness_lib.trace import read

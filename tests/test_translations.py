@@ -41,7 +41,7 @@ PENDING = {
     "11-latency",
     "12-local-model",
     "13-subagent",
-    "14-stop-conditions",
+    "14-libraries",
     "15-what-is-left",
 }
 

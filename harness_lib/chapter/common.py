@@ -223,3 +223,62 @@ def show_source(obj, start: str | None = None, end: str | None = None) -> Source
     name = getattr(obj, "__qualname__", None)
     where = path + (f", {name}" if name and not inspect.ismodule(obj) else "")
     return Source(textwrap.dedent("\n".join(lines[first:last + 1])), where)
+
+
+# -- Stop pressed at an event of the run ------------------------------------------------------------------
+class StopAfter:
+    """Stop pressed ``seconds`` after a tool starts (the first ``tool_start`` of the run, or of the tool named
+    ``tool``): a delay counted from an event of the run, never from the cell's start, which a busy machine can
+    move before the run's first turn. ``seconds=None`` never presses. The run hears the event through
+    ``on_event`` (a ``Trace``'s hook: ``trace()`` makes one) or calls ``start`` itself; ``run(coro)`` runs it as
+    a task that Stop, ``task.cancel("user pressed Stop")``, can end. ``progress`` records each progress label
+    with its time since the tool started, and passes a line to ``echo`` (``print``) as it comes."""
+
+    def __init__(self, seconds: float | None, tool: str | None = None, reason: str = "user pressed Stop", echo=None):
+        self.seconds, self.tool, self.reason, self.echo = seconds, tool, reason, echo
+        self.started: float | None = None   # time.perf_counter() at the tool's start
+        self.pressed: float | None = None   # ... when Stop was pressed (None: never, the run ended first)
+        self.ended: float | None = None     # ... when the run ended
+        self.timeline: list[dict] = []      # one {"t_ms", "label"} per progress event
+        self._task: asyncio.Future | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def ms(self, at: float | None) -> float | None:
+        """Milliseconds from the tool's start to ``at`` (a ``perf_counter`` time)."""
+        return None if at is None or self.started is None else (at - self.started) * 1000
+
+    def start(self, tool_name: str | None = None) -> None:
+        if self.started is not None or (self.tool is not None and tool_name != self.tool):
+            return
+        self.started = time.perf_counter()
+        if self.seconds is not None and self._task is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.seconds, self._press)
+
+    def on_event(self, event: dict) -> None:
+        if event["type"] == "tool_start":
+            self.start(event.get("toolName"))
+
+    def trace(self) -> Trace:
+        return Trace(timestamps=False, on_event=self.on_event)
+
+    def progress(self, label: str) -> None:
+        t_ms = round(self.ms(time.perf_counter()) or 0)
+        self.timeline.append({"t_ms": t_ms, "label": label})
+        if self.echo is not None:
+            self.echo(f"progress: {label}  (t+{t_ms:,} ms)")
+
+    def _press(self) -> None:
+        if self._task is not None and not self._task.done():
+            self.pressed = time.perf_counter()
+            self._task.cancel(self.reason)
+
+    async def run(self, coro):
+        self._task = task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda _: setattr(self, "ended", time.perf_counter()))
+        try:
+            return await task
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            if not task.done():  # the cell itself was cancelled from outside: take the run with it
+                task.cancel()
