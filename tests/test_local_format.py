@@ -81,11 +81,7 @@ class FakeLlama:
     max_tokens (finish "length") and stop strings as llama-cpp-python does; it records each step's prompt."""
 
     def __init__(self, *texts: str):
-        self.texts, self.steps, self.resets = list(texts), [], 0
-
-    def reset(self):
-        assert not self.steps, "the cache is dropped before the first step, not between steps"
-        self.resets += 1
+        self.texts, self.steps = list(texts), []
 
     def tokenize(self, data: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         return list(range(len(data.decode("utf-8")) + add_bos))
@@ -156,7 +152,6 @@ def test_an_answer_in_words(stream):
     prompt = lf.render(TRANSCRIPT[:2], TOOLS)
     assert [s["prompt"] for s in llama.steps] == [prompt, prompt + "message:\n"]
     assert [s["grammar"] for s in llama.steps] == [("choice", True), None]
-    assert llama.resets == 1   # each request is read afresh: the same request, the same reply
     assert (turn.prompt_tokens, turn.completion_tokens) == (len(prompt) + 1, len("message") + 29)
     if stream:  # the text arrives in pieces, the usage in a last chunk of its own
         assert sum(1 for c in got if c["choices"] and c["choices"][0]["delta"].get("content")) == 29
