@@ -364,7 +364,6 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
     assert table.tool_runs.sum() >= 1, "the model called no tool at all: is tool_choice sent?"
     assert all(len(ms) == t for ms, t in zip(table.attrs["turn_ms"], table.turns))
     assert lines[-1].startswith("local model: ready at")
-    assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
     # the model read every tool result in the turn after its call, and nothing escaped (issue 21)
     for task, messages, prompts in zip(table.task, table.attrs["messages"], table.attrs["prompts"]):
         turns = table.set_index("task").loc[task, "turns"]
@@ -374,6 +373,9 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
             after_last_reply = sent[max(i for i, m in enumerate(sent) if m["role"] == "assistant") + 1:]
             for result in after_last_reply:
                 assert f"functions.{result['name']} returned: {result['content']}" in prompts[turn - 1]
+    # a bound for CI, whose machine runs nothing else; on the developers' shared machine, at load 9 to 11, the
+    # six tasks took 322 s, and 907 s while every prompt was read afresh (local_format's docstring)
+    assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
 
 
 @pytest.mark.slow
