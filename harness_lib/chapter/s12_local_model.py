@@ -141,7 +141,7 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
     server died raises ``ServerFailed`` naming the task (its state is saved in ``state_dir`` if given).
     A turn gets ``turn_timeout_s`` and no retry: a local server that is still busy would only queue the
     retry behind the request it has not finished."""
-    rows, turn_ms, prompts, transcripts = [], [], [], []
+    rows, turn_ms, prompts, transcripts, written = [], [], [], [], []
     for task in tasks:
         seen = len(server.prompts()) if server is not None else 0
         client = TimedClient(base_url, timeout=turn_timeout_s, max_retries=0)
@@ -162,8 +162,9 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
         turn_ms.append([round(ms, 1) for ms in client.turn_ms])
         prompts.append(server.prompts()[seen:] if server is not None else [])
         transcripts.append(s.messages)
+        written.append([t["completion_tokens"] for t in s.per_turn])
     table = pd.DataFrame(rows)
-    table.attrs.update(turn_ms=turn_ms, prompts=prompts, messages=transcripts)
+    table.attrs.update(turn_ms=turn_ms, prompts=prompts, messages=transcripts, completion_tokens=written)
     return table
 
 
