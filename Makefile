@@ -58,12 +58,15 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m benchmarks --write
 
-# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~10 minutes on two
+# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~4 minutes on two
 # cores), once: pip keeps the wheel in its cache (`pip cache remove llama_cpp_python` forces a rebuild).
 # A portable build, not -march=native: ggml's x86-64-v3 baseline (AVX2, FMA, F16C, BMI2) without AVX-512,
 # stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (README).
 CPU_FLAGS := $(shell cat /proc/cpuinfo 2>/dev/null | grep -m1 '^flags')
-LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF \
+# Only what the server loads: libllama and libggml (local-build.cmake says why); ggml's build uses ccache or
+# sccache by itself when one is on the PATH.
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DLLAVA_BUILD=OFF \
+	-DCMAKE_PROJECT_INCLUDE='$(CURDIR)/local-build.cmake' \
 	$(if $(CPU_FLAGS),$(if $(filter avx2,$(CPU_FLAGS)),,-DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF)) \
 	$(if $(CPU_FLAGS),$(if $(filter avx,$(CPU_FLAGS)),,-DGGML_AVX=OFF -DGGML_F16C=OFF))
 LOCAL_STAMP := $(VENV)/.local-installed

