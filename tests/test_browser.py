@@ -280,8 +280,8 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
 
     with steps.step("Run All 02-turn-cap"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "02-turn-cap.ipynb")
-    with steps.step("02: re-run the cap table cell alone after Run All"):
-        cell = _cell(page, "capped = await s02.cap_table")
+    with steps.step("02: re-run the caps sweep cell alone after Run All"):
+        cell = _cell(page, "by_cap = {}")
         _run_cell(page, cell)
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
