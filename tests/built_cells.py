@@ -39,7 +39,8 @@ def load(stem: str) -> dict:
         if ran:
             raise ValueError(f"{stem}, build cell {n}, line {ran[0].lineno}: a build cell only defines "
                              f"(imports, functions, classes, constants); it has a {type(ran[0]).__name__}")
-        exec(compile(tree, f"<{stem}, build cell {n}>", "exec"), namespace)  # noqa: S102 - the notebook's own code
+        # dont_inherit: compiled as the kernel compiles it, not under this file's `from __future__ import annotations`
+        exec(compile(tree, f"<{stem}, build cell {n}>", "exec", dont_inherit=True), namespace)  # noqa: S102
     return namespace
 
 
