@@ -13,16 +13,13 @@ import asyncio
 
 import pytest
 from built_cells import load
+from built_cells import quick_tools as tools
 
 from harness_lib.loop import Options, run
 from harness_lib.scripted import scripts
 from harness_lib.state import approve, new_run
 from harness_lib.tokens import usage
-from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
-
-
-def tools():
-    return Workspace.copy_of().tools(seconds=0.05)  # slow's scan, made quick: what it returns is the same
+from harness_lib.workspace import SYSTEM_PROMPT, TASK
 
 
 @pytest.fixture(scope="module")

@@ -8,22 +8,14 @@ the last reply asked for, the notebook's loop (like the chapter's) after."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from built_cells import load
+from built_cells import load, run_both
 
-from harness_lib.loop import Options, run
 from harness_lib.pricing import CHAPTER_PRICES
-from harness_lib.state import new_run, pending
-from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+from harness_lib.state import pending
 
 APPLIES = ("plan", "runaway", "direct", "repeat", "answer", "slow")
 CAPS = (1, 2, 3, 4)
-
-
-def tools():
-    return Workspace.copy_of().tools(seconds=0.05)  # slow's scan, made quick: what it returns is the same
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +24,7 @@ def built():
 
 
 def both(built, url, scenario, cap):
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
-    mine = asyncio.run(built["capped_loop"](url, scenario, messages, tools(), max_turns=cap))
-    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, scenario), tools(), Options(base_url=url, max_turns=cap)))
-    return mine, messages, state
+    return run_both(built["capped_loop"], url, scenario, max_turns=cap)
 
 
 @pytest.mark.parametrize("cap", CAPS)

@@ -9,23 +9,15 @@ leaves owed (it checks before running what the last reply asked for, as in noteb
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from built_cells import load
+from built_cells import load, run_both
 
-from harness_lib.loop import Options, run
-from harness_lib.state import new_run, pending
-from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+from harness_lib.state import pending
 
 APPLIES = ("plan", "runaway", "direct", "repeat", "answer", "slow")
 BUDGETS = (0.0005, 0.001, 0.002, 0.004)  # below the first turn's $0.000684, between turns, past what plan spends
 EXACT = (0.000684, 0.001498)              # exactly the runaway's spend after 1 and 2 turns: reached, so it stops
 LONGER = (0.005, 0.03, 0.05)               # the runaway's longer runs, up to 24 turns a side
-
-
-def tools():
-    return Workspace.copy_of().tools(seconds=0.05)  # slow's scan, made quick: what it returns is the same
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +26,7 @@ def built():
 
 
 def both(built, url, scenario, usd):
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
-    mine = asyncio.run(built["budgeted_loop"](url, scenario, messages, tools(), max_budget_usd=usd))
-    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, scenario), tools(),
-                            Options(base_url=url, max_budget_usd=usd)))
-    return mine, messages, state
+    return run_both(built["budgeted_loop"], url, scenario, max_budget_usd=usd)
 
 
 def agree(built, mine, messages, state):

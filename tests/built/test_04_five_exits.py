@@ -14,12 +14,13 @@ import copy
 
 import pytest
 from built_cells import load
+from built_cells import quick_tools as tools
 
 from harness_lib.chapter import s04_five_exits as s04
 from harness_lib.loop import Options, run
 from harness_lib.state import approve, new_run
 from harness_lib.trace import Trace
-from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+from harness_lib.workspace import SYSTEM_PROMPT, TASK
 
 # label: (script, limits, press Stop once scan_archive starts)
 EXITS = {
@@ -38,10 +39,6 @@ EXITS = {
     "delete_twice": ("delete_twice", {}, False),
     "slow, Stop once the scan starts": ("slow", {}, True),
 }
-
-
-def tools():
-    return Workspace.copy_of().tools(seconds=0.05)  # slow's scan, made quick: what it returns is the same
 
 
 @pytest.fixture(scope="module")
