@@ -8,7 +8,9 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
 * a parameter edited and re-run in 02 (caps the chapter has no figure for) and 03 (a single budget);
 * a cell re-run on its own after Run All (the provider outlives every cell);
 * the toolbar's Stop pressed during 09's scan: the run ends ``interrupted`` with the chapter's reason, and
-  the next cell loads it from disk and resumes it.
+  the next cell loads it from disk and resumes it;
+* a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
+  language, and its glossary link opening the glossary beside it.
 
 A screenshot of each step is kept when a step fails, in a folder the failure message names (set
 ``HARNESS_BROWSER_SHOTS=DIR`` to keep them whatever happens, to look at the notebooks). Without Chromium
@@ -247,7 +249,7 @@ def _expected_figures(path: Path) -> int:
 
 
 def _run_all_clean(lab, page, path: Path):
-    _open(lab, page, path.name)
+    _open(lab, page, path.relative_to(ROOT / "notebooks").as_posix())
     assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
     _menu(page, "Run", "Run All Cells")
     _wait_until_run(page)
@@ -269,7 +271,7 @@ def _edit_and_run_all(page, starts: str, source: str):
 # -- the test --------------------------------------------------------------------------------------------
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     page = steps.page
-    assert len(NOTEBOOKS) == 15
+    assert len(NOTEBOOKS) == 16
 
     for path in NOTEBOOKS:
         if path.stem.startswith(("02-", "03-", "09-")):
@@ -332,4 +334,21 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         assert "on disk: status=interrupted" in text and "resumed: status=completed" in text, text
         assert page.locator(ERROR_OUTPUT).count() == 0
     _shut_down_kernels(lab)
+    steps.passed = True
+
+
+def test_a_reader_runs_a_translated_notebook_in_each_language(lab, steps):
+    """The first translated notebook of each language, as a Bulgarian or Hungarian reader opens it."""
+    page = steps.page
+    for language in ("bg", "hu"):
+        path = sorted((ROOT / "notebooks" / language).glob("*.ipynb"))[0]
+        title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
+        with steps.step(f"Run All {language}/{path.stem}"):
+            _run_all_clean(lab, page, path)
+            heading = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
+            assert title in heading, (title, heading)
+        with steps.step(f"{language}/{path.stem}: the glossary link opens the glossary"):
+            page.locator(".jp-NotebookPanel .jp-MarkdownOutput a", has_text="glossary.md").first.click()
+            page.locator(".lm-TabBar-tab", has_text="glossary.md").first.wait_for(timeout=30_000)
+        _shut_down_kernels(lab)
     steps.passed = True
