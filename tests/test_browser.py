@@ -282,8 +282,8 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
 
     with steps.step("Run All 02-turn-cap"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "02-turn-cap.ipynb")
-    with steps.step("02: re-run the cap table cell alone after Run All"):
-        cell = _cell(page, "capped = await s02.cap_table")
+    with steps.step("02: re-run the caps sweep cell alone after Run All"):
+        cell = _cell(page, "by_cap = {}")
         _run_cell(page, cell)
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
@@ -306,7 +306,8 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         # Every error the reader sees is the one line naming the parameter, never a traceback. Usually there is
         # one: Run All sends every cell at once and the kernel drops the queue after an error. On a loaded
         # machine a later cell's request can arrive after ipykernel's abort window (stop_on_error_timeout) and
-        # run, and the next cell that reads BUDGETS (the strict check's) then says the same line.
+        # run: the setup cell checks every parameter, and the next cell that reads BUDGETS (the one that runs the
+        # reader's budgeted loop, through s03.checked_budgets) then says the same line.
         errors = [e.strip() for e in page.locator(ERROR_OUTPUT).all_inner_texts()]
         assert errors and all(e.startswith("ParameterError: BUDGETS accepts") and len(e.splitlines()) == 1
                               for e in errors), errors

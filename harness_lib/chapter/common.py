@@ -140,14 +140,16 @@ COMPARED = ("status", "turns", "tool_runs", "in", "out", "cost_usd")
 
 def as_row(run) -> dict:
     """The fields two harnesses can be compared on, from a ``RunState``, an ``Outcome`` or a dict that has them
-    (a notebook's own small run, written as a dict or a dataclass with those names)."""
+    (a notebook's own small run, written as a dict or a dataclass with those names, ``prompt_tokens`` and
+    ``completion_tokens`` for ``in`` and ``out``)."""
     if isinstance(run, Outcome):
         run = run.state
     if isinstance(run, RunState):
         return {"status": run.status, "turns": run.turns, "tool_runs": run.tool_runs, "in": run.prompt_tokens,
                 "out": run.completion_tokens, "cost_usd": round(run.total_cost_usd, 6)}
-    if not isinstance(run, dict):
-        run = {k: getattr(run, k) for k in COMPARED if hasattr(run, k)}
+    if not isinstance(run, dict):  # "in" and "out" cannot be attribute names: an object says prompt_tokens...
+        names = {"in": "prompt_tokens", "out": "completion_tokens"}
+        run = {k: getattr(run, names.get(k, k)) for k in COMPARED if hasattr(run, names.get(k, k))}
     return {k: (round(run[k], 6) if k == "cost_usd" and run.get(k) is not None else run.get(k)) for k in COMPARED}
 
 
