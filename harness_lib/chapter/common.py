@@ -1,6 +1,8 @@
 """What every section's module shares: running one scripted scenario on a fresh copy of the workspace
-(``scenario``), approving as a person would (``approving``), pressing Stop after a delay (``cancel_after``), the
-cost of every cap from one run (``prefix_costs``) and a trace's lines as text (``trace_lines``).
+(``scenario``), approving as a person would (``approving``), pressing Stop a delay after a tool starts
+(``StopAfter``), the cost of every cap from one run (``prefix_costs``) and a trace's lines as text
+(``trace_lines``); and what the notebooks' own small harnesses lean on (``call_model``, ``side_by_side``,
+``show_source``).
 
 Every experiment of a section module takes the base URL of a running provider (``ScriptedProvider.shared()``
 in a notebook), runs the harness for real and returns a small named record: DataFrames to show and
@@ -81,13 +83,6 @@ def prefix_costs(state: RunState) -> pd.DataFrame:
                          "input_tokens": turns["prompt_tokens"].cumsum(),
                          "output_tokens": turns["completion_tokens"].cumsum(),
                          "cost_usd": turns["cost_usd"].cumsum().round(6)})
-
-
-async def cancel_after(coro, seconds: float, reason: str = "user pressed Stop"):
-    """Run ``coro`` as a task and press Stop after ``seconds``: ``task.cancel(reason)``."""
-    task = asyncio.ensure_future(coro)
-    asyncio.get_running_loop().call_later(seconds, task.cancel, reason)
-    return await task
 
 
 async def approving(base_url: str, name: str, *, state: RunState | None = None, workspace: Workspace | None = None,
