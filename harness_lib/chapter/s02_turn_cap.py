@@ -264,6 +264,31 @@ def quadratic_growth_plot(prefix: pd.DataFrame, coefficients) -> Figure:
     return fig
 
 
+def cap_plot(prefix: pd.DataFrame, cap: int) -> tuple[Figure, str]:
+    """Where a cap of ``cap`` turns lands on the cost of every cap (``prefix``, one long run's running sums, at least
+    ``cap`` turns long), beside half that cap, and that in words: the notebook's slider."""
+    row = prefix.loc[cap]
+    half = prefix.loc[cap // 2] if cap >= 2 else None
+    fig, (ax,) = _figure(7.0, 3.4)
+    with style():
+        ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label="every cap, from the long run's prefixes")
+        ax.axvline(cap, color=RED, linestyle="--", linewidth=1.0)
+        ax.scatter([cap], [row["cost_usd"]], color=RED, zorder=4, s=60,
+                   label=f"cap {cap}: {int(row['input_tokens']):,} input tokens, ${row['cost_usd']:.4f}")
+        if half is not None:
+            ax.scatter([cap // 2], [half["cost_usd"]], color=ORANGE, zorder=4, s=40,
+                       label=f"half of it, cap {cap // 2}: ${half['cost_usd']:.4f}")
+        ax.set_xlabel("turn cap (the runaway script never stops by itself)")
+        ax.set_ylabel("cost (USD)")
+        ax.set_title("Your cap on the cost of every cap")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.2f}"))
+        ax.legend(loc="upper left")
+    text = f"{int(row['input_tokens']):,} input tokens, ${row['cost_usd']:.6f}"
+    if half is not None:
+        text += f"; {row['cost_usd'] / half['cost_usd']:.2f} times the cost of cap {cap // 2}"
+    return fig, text
+
+
 def cost_vs_cap_plot(prefix: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """Cost against cap for every cap (a line from one long run's prefix sums), with separately run
     caps as points on it (``runs`` is indexed by cap and has ``cost_usd``)."""
