@@ -85,6 +85,29 @@ async def condition_or_stop(base_url: str, stop_at: float = 0.3):
                          for k, s in runs.items()]).set_index("ended by")
 
 
+def limit_plot(curve: pd.DataFrame, turns: int, limit: int, step_count: int) -> tuple[Figure, str]:
+    """Where the reader's loop stopped the runaway (after ``turns`` steps) with its two predicates, step count
+    ``step_count`` and ``list_files`` called ``limit`` times, on the runaway's running cost (``curve``:
+    ``common.prefix_costs`` of a run at least as long), and that in words."""
+    last = max(limit, step_count, turns) + 1
+    curve = curve.loc[:last]
+    cost = float(curve.loc[turns, "cost_usd"])
+    fired = [label for label, at in ((f"called_at_least('list_files', {limit})", limit),
+                                     (f"step_count_is({step_count})", step_count)) if at == turns]
+    fig, (ax,) = _figure(7.0, 3.2)
+    with style():
+        ax.plot(curve.index, curve["cost_usd"], color=GREY, linewidth=1.2, label="runaway, running cost")
+        ax.axvline(limit, color=BLUE, linestyle="--", linewidth=1.1, label=f"your predicate: list_files × {limit}")
+        ax.axvline(step_count, color=ORANGE, linestyle=":", linewidth=1.4, label=f"step_count_is({step_count})")
+        ax.scatter([turns], [cost], color=RED, zorder=4, s=60, label=f"your loop stopped: turn {turns}, ${cost:.4f}")
+        ax.set_xlabel("turns (steps)")
+        ax.set_ylabel("cost (USD)")
+        ax.set_title("Where your loop stops the runaway: the first predicate to say yes")
+        ax.legend(loc="upper left", fontsize=8)
+        ax.set_xlim(0, last + 0.5)
+    return fig, f"stopped after {turns} turns, ${cost:.6f}, by {' and '.join(fired) or 'another predicate'}"
+
+
 def stops_on_curve_plot(prefix: pd.DataFrame, table: pd.DataFrame) -> Figure:
     """The runaway's running cost, with the turn each stop condition ended it at (``table`` has
     ``turns`` and ``cost_usd``, indexed by condition)."""
