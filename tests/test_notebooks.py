@@ -339,3 +339,14 @@ def test_a_build_cell_that_runs_something_is_refused(tmp_path, monkeypatch):
     nbformat.write(nb, tmp_path / "99-x.ipynb")
     with pytest.raises(LookupError, match="no cell tagged 'build'"):
         built_cells.load("99-x")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_builds_its_piece_and_a_test_holds_it_to_the_library(path):
+    """Issue 18: the reader builds each section's mechanism in cells tagged build, and tests/built runs them
+    beside harness_lib. A notebook without either teaches by calling hidden functions again."""
+    import built_cells
+
+    assert built_cells.build_cells(path.stem), f"{path.name} has no cell tagged 'build'"
+    (test,) = (ROOT / "tests" / "built").glob(f"test_{path.stem[:2]}_*.py")
+    assert f'"{path.stem}"' in test.read_text(), f"{test.name} does not load {path.stem}'s build cells"

@@ -28,12 +28,7 @@ LANGUAGES = sorted(tr.LANGUAGES)
 # notebook. Take a line off once its English has settled and `make translations` builds it in both languages (this
 # test then holds it to that). A notebook neither translated nor listed here fails.
 PENDING = {
-    "00-scripted-provider",
     "02-turn-cap",
-    "03-budget",
-    "04-five-exits",
-    "05-tool-errors",
-    "06-dedupe",
     "07-approval",
     "08-resume",
     "09-cancellation",
