@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 import signal
 import time
 
@@ -19,7 +20,7 @@ from matplotlib.figure import Figure
 from harness_lib.chapter import params, plots
 from harness_lib.chapter.params import Number, ParameterError, Whole
 from harness_lib.chapter.sliders import bounds, slider
-from harness_lib.chapter.stop_button import Stopped
+from harness_lib.chapter.stop_button import Stopped, whole
 
 SPEC = {"N": Whole(1, 5)}
 
@@ -41,8 +42,10 @@ def within(coro, seconds=20):
 
 
 def kernel_at_rest() -> list:
-    """SIGINT as an idle kernel takes it: nothing happens (ipykernel ignores it between cells). A slider that does
-    not hear Stop itself leaves its re-run running, and the test fails on ``within``, not on a KeyboardInterrupt."""
+    """SIGINT as an idle kernel takes it: nothing happens (ipykernel ignores it between cells), recorded. A slider
+    that does not hear Stop itself leaves its re-run running, and the test fails on ``within``, not on a
+    KeyboardInterrupt. (A re-run passes Stop on to the handler it was installed over, in a kernel at rest
+    ``SIG_IGN``: what reaches this one is what ipykernel would have ignored.)"""
     heard = []
     signal.signal(signal.SIGINT, lambda signum, frame: heard.append(signum))
     return heard
@@ -170,6 +173,39 @@ def test_values_picked_in_a_row_draw_only_the_last():
     assert drawn[0] == 1 and drawn[-1] == 4 and view.shown == 4 and view.line.value == "N = 4: drawn for 4"
 
 
+def test_moved_rapidly_many_times_it_ends_on_the_last_values_plot_never_two_runs_at_once():
+    """Sixty values in a burst, as a reader dragging and letting go again and again: some re-runs get under way
+    before the next value, most do not; at no moment do two run, and the plot and line end on the last value."""
+    async def main():
+        running, most, drawn = 0, 0, []
+
+        async def plot(value):
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            try:
+                await asyncio.sleep(0.002)
+                drawn.append(value)
+                return figure(value)
+            finally:
+                running -= 1
+        view = await slider({"N": Whole(1, 50)}, "N", 25, plot)
+        rng = random.Random(19)
+        for i in range(60):
+            view.control.value = rng.randint(1, 50)
+            if i % 7 == 0:
+                await asyncio.sleep(0.003)   # let one get under way, or even finish
+        last = view.control.value
+        await within(view.settled())
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        return view, last, most, drawn, left
+    view, last, most, drawn, left = asyncio.run(main())
+    assert most == 1 and left == []
+    assert drawn[-1] == last and view.shown == last and view.line.value == f"N = {last}"
+    assert shown(view) == plots.png(figure(last))
+    assert len(drawn) < 30   # most values were superseded before their re-run got far
+
+
 # -- Stop ------------------------------------------------------------------------------------------------
 def test_stop_during_a_rerun_ends_it_and_says_so():
     """SIGINT (the toolbar's Stop) during a re-run: the re-run ends at once, the line says it was stopped, the
@@ -190,10 +226,10 @@ def test_stop_during_a_rerun_ends_it_and_says_so():
         os.kill(os.getpid(), signal.SIGINT)
         await within(view.settled())
         return view, before, first, signal.getsignal(signal.SIGINT), unheard
-    view, before, first, after, unheard = asyncio.run(main())
+    view, before, first, after, heard = asyncio.run(main())
     assert view.line.value == "N = 4: stopped (user pressed Stop); the plot is still the one for N = 2"
     assert view.shown == 2 and shown(view) == first and view._task.done() and not view._task.cancelled()
-    assert after is before and unheard == []
+    assert after is before and heard == [signal.SIGINT]   # passed on to the kernel at rest: ignored there
 
 
 def test_stop_during_a_harness_run_ends_the_run_interrupted(url):
@@ -224,6 +260,67 @@ def test_stop_during_a_harness_run_ends_the_run_interrupted(url):
     assert states[-1].status == "interrupted" and states[-1].interruption["reason"] == "user pressed Stop"
     assert view.line.value.startswith("N = 2: stopped (user pressed Stop)") and view.shown == 1
     assert took < 3.0 / 2  # the scan had three seconds to go; a Stop that waited for it would take them
+
+
+def test_stop_during_a_rerun_beside_a_running_cell_ends_both():
+    """A slider moved while a cell runs (Run All): its re-run runs beside the cell, under the cell's Stop. One
+    press ends both, the re-run as a re-run (the line says so) and the cell as a cell (``Stopped``), and the
+    handler from before the cell is back. Without passing Stop on, the cell would run on to its end."""
+    async def main():
+        started = asyncio.Event()
+
+        async def plot(value):
+            if value == 4:
+                started.set()
+                await asyncio.Event().wait()
+            return figure(value)
+        unheard = kernel_at_rest()
+        before = signal.getsignal(signal.SIGINT)
+        view = await slider(SPEC, "N", 2, plot)
+        cell = asyncio.ensure_future(whole(asyncio.Event().wait()))   # a cell's experiment, Stop its only end
+        await asyncio.sleep(0)
+        view.control.value = 4
+        await within(started.wait())
+        os.kill(os.getpid(), signal.SIGINT)
+        await within(view.settled())
+        with pytest.raises(Stopped):
+            await within(cell, 5)
+        return view, unheard, before, signal.getsignal(signal.SIGINT)
+    view, unheard, before, after = asyncio.run(main())
+    assert view.line.value.startswith("N = 4: stopped (user pressed Stop)") and view.shown == 2
+    assert unheard == [] and after is before
+
+
+def test_a_cell_started_during_a_rerun_keeps_its_stop_when_the_rerun_ends():
+    """The other order: a re-run under way, then a cell starts and puts its Stop over the re-run's. The re-run
+    ends first; it must not put back the handler it found (the idle kernel's), which would take the cell's Stop
+    away. Once the cell has ended too, a Stop reaches only what was there before both."""
+    async def main():
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def plot(value):
+            if value == 4:
+                started.set()
+                await release.wait()
+            return figure(value)
+        unheard = kernel_at_rest()
+        view = await slider(SPEC, "N", 2, plot)
+        view.control.value = 4
+        await within(started.wait())
+        cell = asyncio.ensure_future(whole(asyncio.Event().wait()))
+        await asyncio.sleep(0)
+        release.set()
+        await within(view.settled())
+        drawn = view.line.value
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(Stopped):
+            await within(cell, 5)
+        heard_during = list(unheard)
+        os.kill(os.getpid(), signal.SIGINT)   # both ended: the handler left is the ended re-run's, passing it on
+        await asyncio.sleep(0.05)
+        return drawn, heard_during, unheard
+    drawn, heard_during, unheard = asyncio.run(main())
+    assert drawn == "N = 4" and heard_during == [] and unheard == [signal.SIGINT]
 
 
 def test_stop_during_the_first_plot_is_the_cells_stop():
@@ -262,6 +359,30 @@ def test_an_error_in_a_rerun_is_one_line_in_the_output():
     assert view.shown == 4 and view.line.value == "N = 4"  # and it goes on working
 
 
+def test_while_a_failed_check_holds_the_notebook_a_move_says_its_line():
+    """The reader refused a value in the parameters cell (the setup cell's check failed): the notebook's other
+    cells say that line until a check passes (params.held), and so does a slider moved meanwhile, rather than
+    re-running on the values the check refused. Once a check passes, the slider draws again."""
+    async def main():
+        drawn = []
+        view = await slider(SPEC, "N", 2, lambda v: drawn.append(v) or figure(v))
+        try:
+            with pytest.raises(ParameterError):
+                params.check(SPEC, N="five")
+            view.control.value = 3
+            await within(view.settled())
+            held = (view.line.value, view.output.outputs)
+        finally:
+            params.check(SPEC, N=2)
+        view.control.value = 4
+        await within(view.settled())
+        return drawn, held, view
+    drawn, held, view = asyncio.run(main())
+    assert drawn == [2, 4] and view.shown == 4 and view.line.value == "N = 4"
+    assert held == ("N = 3: failed", ({"output_type": "stream", "name": "stdout",
+                                       "text": "ParameterError: N accepts a whole number from 1 to 5; got 'five'\n"},))
+
+
 def test_an_error_in_the_first_plot_is_the_cells_error():
     def plot(value):
         raise ValueError("broken")
@@ -276,6 +397,7 @@ import signal
 from matplotlib.figure import Figure
 from harness_lib.chapter.params import Whole
 from harness_lib.chapter.sliders import slider
+from harness_lib.chapter.stop_button import each
 from harness_lib.loop import Options, run
 from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import new_run
@@ -284,7 +406,7 @@ url = ScriptedProvider.shared().base_url
 states = []
 
 async def plot(value):
-    states.append(await run(new_run(SYSTEM_PROMPT, TASK, "slow" if value > 1 else "plan"),
+    states.append(await run(new_run(SYSTEM_PROMPT, TASK, "slow" if value == 2 else "plan"),
                             Workspace.copy_of().tools(), Options(base_url=url)))
     fig = Figure(figsize=(2, 1))
     fig.subplots().set_title(f"value {value}")
@@ -300,52 +422,136 @@ def ours():
     return [t for t in asyncio.all_tasks() if not any(f"/{kernel}/" in t.get_coro().cr_code.co_filename
                                                       for kernel in ("ipykernel", "IPython"))]
 
+
+
+cell_states = []
+
+async def cell_run(name):   # a cell's sweep of one run (stop_button.each, as the notebooks' sweeps are written)
+    for _ in each([name]):
+        cell_states.append(await run(new_run(SYSTEM_PROMPT, TASK, name), Workspace.copy_of().tools(),
+                                     Options(base_url=url)))
+    return cell_states[-1]
+
 print(view.control.model_id, view.line.model_id)
 """
 
 
-@pytest.mark.slow
-def test_the_toolbars_stop_reaches_a_rerun_in_an_idle_kernel():
-    """The slider moved from the kernel's client (a comm message, as JupyterLab sends one), the kernel
-    interrupted while the re-run's slow scan runs and no cell is running (ipykernel ignores SIGINT then): the
-    re-run ends, well before its scan would have, the line says it was stopped, no error reaches the reader,
-    no task is left, and the kernel's own handling of SIGINT is back."""
-    jupyter_client = pytest.importorskip("jupyter_client.manager")
-    km, kc = jupyter_client.start_new_kernel(kernel_name="python3")
-    try:
+class Kernel:
+    """A kernel with the slider of KERNEL_SETUP, driven as JupyterLab drives it: cells sent to run, the slider
+    moved by a comm message, Stop as an interrupt; every iopub message kept."""
+
+    def __init__(self, km, kc):
+        self.km, self.kc, self.lines, self.errors, self.texts, self.replies = km, kc, [], [], {}, {}
         texts = []
         reply = kc.execute_interactive(KERNEL_SETUP, timeout=60,
                                        output_hook=lambda m: texts.append(m["content"].get("text", "")))
         assert reply["content"]["status"] == "ok", reply["content"]
-        slider_id, line_id = "".join(texts).split()
-        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": slider_id, "data": {
-            "method": "update", "state": {"value": 2}, "buffer_paths": []}}))
-        lines, errors = [], []
-        while not any(line.endswith("running...") for line in lines):
-            msg = kc.get_iopub_msg(timeout=30)
-            errors += [msg] if msg["msg_type"] in ("error", "stream") else []
-            if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == line_id:
-                lines.append(msg["content"]["data"]["state"].get("value", ""))
-        time.sleep(0.8)  # the scan under way (its first tick at 0.5 s; 3 s in all)
-        pressed = time.monotonic()
-        km.interrupt_kernel()
-        while not lines[-1].startswith("N = 2: stopped"):
-            msg = kc.get_iopub_msg(timeout=30)
-            errors += [msg] if msg["msg_type"] in ("error", "stream") else []
-            if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == line_id:
-                lines.append(msg["content"]["data"]["state"].get("value", ""))
-        took = time.monotonic() - pressed
-        assert lines == ["N = 2: running...", "N = 2: stopped (user pressed Stop); the plot is still the one for N = 1"]
-        assert took < 3.0 - 0.8, took  # the scan had more than two seconds to go: Stop did not wait for them
-        assert errors == []
-        texts.clear()
-        reply = kc.execute_interactive(
-            "print(states[-1].status, states[-1].interruption['reason'], view._task.done(), at_rest, "
-            "ours())",
-            timeout=30, output_hook=lambda m: texts.append(m["content"].get("text", "")))
-        # the run interrupted with the chapter's reason; the re-run's task done, and no other left; SIGINT ignored
-        # as the re-run started (before its handler went in) and again once it ended
-        assert "".join(texts).split() == ["interrupted", "user", "pressed", "Stop", "True", "[True,", "True]", "[]"]
+        self.slider_id, self.line_id = "".join(texts).split()
+
+    def move(self, value):
+        self.kc.shell_channel.send(self.kc.session.msg("comm_msg", {"comm_id": self.slider_id, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}}))
+
+    def execute(self, code) -> str:
+        msg_id = self.kc.execute(code)
+        self.texts[msg_id] = []
+        return msg_id
+
+    def until(self, done, timeout=30):
+        """Read iopub (and the cells' replies) until ``done()``."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            parent, kind = msg["parent_header"].get("msg_id"), msg["msg_type"]
+            if kind == "comm_msg" and msg["content"]["comm_id"] == self.line_id:
+                self.lines.append(msg["content"]["data"]["state"].get("value", ""))
+            elif parent in self.texts and kind == "stream":
+                self.texts[parent].append(msg["content"]["text"])
+            elif parent in self.texts and kind == "error":
+                self.texts[parent].append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+            elif kind in ("error", "stream"):
+                self.errors.append(msg)   # anything else said to the reader: the slider's, an error
+            elif kind == "status" and msg["content"]["execution_state"] == "idle" and parent in self.texts:
+                self.replies[parent] = True
+
+
+@pytest.fixture
+def kernel():
+    jupyter_client = pytest.importorskip("jupyter_client.manager")
+    km, kc = jupyter_client.start_new_kernel(kernel_name="python3")
+    try:
+        yield Kernel(km, kc)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+def test_the_toolbars_stop_reaches_a_rerun_in_an_idle_kernel(kernel):
+    """The slider moved from the kernel's client (a comm message, as JupyterLab sends one), the kernel
+    interrupted while the re-run's slow scan runs and no cell is running (ipykernel ignores SIGINT then): the
+    re-run ends, well before its scan would have, the line says it was stopped, no error reaches the reader,
+    no task is left, and the kernel's own handling of SIGINT is back."""
+    kernel.move(2)
+    kernel.until(lambda: kernel.lines[-1:] == ["N = 2: running..."])
+    time.sleep(0.8)  # the scan under way (its first tick at 0.5 s; 3 s in all)
+    pressed = time.monotonic()
+    kernel.km.interrupt_kernel()
+    kernel.until(lambda: kernel.lines[-1].startswith("N = 2: stopped"))
+    took = time.monotonic() - pressed
+    assert kernel.lines == ["N = 2: running...",
+                            "N = 2: stopped (user pressed Stop); the plot is still the one for N = 1"]
+    assert took < 3.0 - 0.8, took  # the scan had more than two seconds to go: Stop did not wait for them
+    assert kernel.errors == []
+    check = kernel.execute("print(states[-1].status, states[-1].interruption['reason'], view._task.done(), at_rest, "
+                           "ours())")
+    kernel.until(lambda: check in kernel.replies)
+    # the run interrupted with the chapter's reason; the re-run's task done, and no other left; SIGINT ignored
+    # as the re-run started (before its handler went in) and again once it ended
+    assert "".join(kernel.texts[check]).split() == ["interrupted", "user", "pressed", "Stop", "True", "[True,",
+                                                     "True]", "[]"]
+
+
+@pytest.mark.slow
+def test_a_slider_moved_during_run_all_reruns_beside_the_cell_and_one_stop_ends_both(kernel):
+    """Run All's cells, each slow, and the slider moved meanwhile: ipykernel hands the slider's message over while
+    the cell runs, and the re-run runs beside it. First a quick value: its plot is drawn while the cell's scan
+    still runs, and the cell completes. Then a slow value and the toolbar's Stop during both scans: the re-run
+    says it was stopped, the cell ends with Stopped in one line (and so Run All's queue with it), both runs end
+    interrupted with the chapter's reason, well before their scans would have, no task is left, and the idle
+    kernel ignores SIGINT again. Fails if the re-run does not pass Stop on to the cell (the cell's scan runs to
+    its end)."""
+    cell = kernel.execute('print("cell started", flush=True)\ncell_state = await cell_run("slow")\n'
+                          'print(cell_state.status)')
+    kernel.until(lambda: kernel.texts[cell])
+    kernel.move(3)   # "plan": three quick turns
+    kernel.until(lambda: kernel.lines[-1:] == ["N = 3"])
+    assert "".join(kernel.texts[cell]).split() == ["cell", "started"]   # drawn while the cell's scan runs
+    kernel.until(lambda: cell in kernel.replies)
+    assert "".join(kernel.texts[cell]).split() == ["cell", "started", "completed"]
+
+    cell = kernel.execute('print("cell started", flush=True)\ncell_state = await cell_run("slow")')
+    kernel.until(lambda: kernel.texts[cell])
+    kernel.move(2)   # "slow": a scan of its own, beside the cell's
+    kernel.until(lambda: kernel.lines[-1:] == ["N = 2: running..."])
+    time.sleep(0.8)  # both scans under way (their first ticks at 0.5 s; 3 s in all)
+    pressed = time.monotonic()
+    kernel.km.interrupt_kernel()
+    kernel.until(lambda: cell in kernel.replies and kernel.lines[-1].startswith("N = 2: stopped"))
+    took = time.monotonic() - pressed
+    assert kernel.lines[-1] == "N = 2: stopped (user pressed Stop); the plot is still the one for N = 3"
+    said = "".join(kernel.texts[cell]).splitlines()
+    assert len(said) == 2 and said[0] == "cell started" and said[1].startswith("Stopped: user pressed Stop"), said
+    assert took < 3.0 - 0.8, took
+    assert kernel.errors == []
+    check = kernel.execute("rest = []\nasyncio.get_running_loop().call_later(0.3, lambda: rest.append("
+                           "signal.getsignal(signal.SIGINT) is signal.SIG_IGN))")   # once the cell has ended
+    kernel.until(lambda: check in kernel.replies)
+    time.sleep(0.6)
+    check = kernel.execute("print(states[-1].status, states[-1].interruption['reason'], "
+                           "cell_states[-1].status, cell_states[-1].interruption['reason'], view._task.done(), rest, "
+                           "ours())")
+    kernel.until(lambda: check in kernel.replies)
+    assert "".join(kernel.texts[check]).split() == ["interrupted", "user", "pressed", "Stop"] * 2 + [
+        "True", "[True]", "[]"]
+

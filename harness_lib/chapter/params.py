@@ -237,6 +237,11 @@ def _holding(lines: list[str]) -> list[str]:
     return [f"from harness_lib.chapter.params import ParameterError as _E; raise _E({message!r})\n"]
 
 
+def held() -> str | None:
+    """The failed check's one line while it holds the notebook's cells, or None (a slider's re-run says it too)."""
+    return _HELD["message"]
+
+
 def _hold(message: str | None, names: list[str]) -> None:
     _HELD.update(message=message, names=names)
     try:

@@ -15,17 +15,23 @@ so a value the spec refuses cannot be picked. It reports a value when the reader
 * replaces the plot in an ``Output`` when it is done, the line naming the value it was drawn for;
 * ends, if the toolbar's Stop is pressed meanwhile, as a cell does (``stop_button.whole``: the chapter's
   "user pressed Stop" reaches the run): the line says it was stopped, the plot of the last value stays;
-* ends, if the re-run raises, with the error in one line in the ``Output``, never a traceback, never silence.
+* ends, if the re-run raises, with the error in one line in the ``Output``, never a traceback, never silence;
+* says, while a failed ``params.check`` holds the notebook's cells (``params.held``), that check's one line
+  instead of running on values the notebook has just refused; the slider's own cell is held like any other.
 
 The first plot is drawn in the cell itself (Run All draws it once, or shows ``first``, a figure the notebook has
 already made, and moves on); an error there is the cell's, as in any other cell. The cell's text form is one
 fixed line, so nbval compares the same text on every run.
 
 Stop and a running cell: the toolbar's Stop interrupts the kernel, and whichever handler is installed hears it. A
-re-run installs its own while it runs (as a cell's experiment does) and puts the previous one back when it ends.
-A re-run started while a cell is running (a slider moved during Run All) takes the Stop from that cell until it
-ends; once that cell has ended, the kernel puts back the handler it had before the cell, and Stop no longer
-reaches the re-run, which then ends by itself.
+re-run installs its own while it runs (as a cell's experiment does) and puts the previous one back when it ends,
+unless a cell started meanwhile has put its own over it. ipykernel (7.x) hands a slider's message to the kernel
+even while a cell runs, so a slider moved during Run All re-runs beside the running cell: its handler is then
+installed over the cell's, and passes Stop on to it, so one press ends both, the cell as a cell ends (and Run
+All with it) and the re-run as above. A cell that starts during a re-run puts its handler over the re-run's: Stop
+ends that cell, and the kernel puts the re-run's handler back when the cell ends. Only a re-run that outlives the
+cell it started beside is out of Stop's reach (ipykernel puts back the handler it had before that cell); it ends
+by itself, or when the slider moves again.
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ class Slider(widgets.VBox):
             if previous is not None:
                 await asyncio.wait({previous})   # never two at once: the one cancelled above ends first
             self.line.value = f"{said}: running..."
-            result = await whole(self._call(value))
+            result = await whole(self._call(value), forward=True)
             if self._task is me:               # a result for a value the reader has already left is dropped
                 self._show(value, result)
         except asyncio.CancelledError:
@@ -106,6 +112,8 @@ class Slider(widgets.VBox):
                 self.output.outputs = ({"output_type": "stream", "name": "stdout", "text": one_line(e) + "\n"},)
 
     async def _call(self, value):
+        if params.held() is not None:   # the notebook's parameters were refused: its values are not to be run on
+            raise params.ParameterError(params.held())
         value = dataclasses.replace(self.spec, several=False).check(self.parameter, value)
         result = self.plot(value)
         return await result if inspect.isawaitable(result) else result

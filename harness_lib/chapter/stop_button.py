@@ -80,7 +80,7 @@ async def stoppable(coro, reason: str = STOP_REASON) -> tuple[object, Press]:
     return await _run(coro, press), press
 
 
-async def _run(coro, press: Press):
+async def _run(coro, press: Press, forward: bool = False):
     if threading.current_thread() is not threading.main_thread():
         return await coro
     loop = asyncio.get_running_loop()
@@ -95,12 +95,15 @@ async def _run(coro, press: Press):
         if press.at is None:
             press.at = time.perf_counter()
         loop.call_soon_threadsafe(_cancel, task, press.reason)
+        if forward and callable(previous) and previous is not signal.default_int_handler:
+            previous(signum, frame)   # a run beside a cell (a slider's re-run): Stop reaches the cell too
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         return await task
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if signal.getsignal(signal.SIGINT) is on_interrupt:  # not if a run started meanwhile, beside this one,
+            signal.signal(signal.SIGINT, previous)           # has put its own: it puts back what it found
         if not task.done():  # the cell itself was cancelled from outside: take the run with it
             task.cancel()
 
@@ -110,13 +113,14 @@ def _cancel(task: asyncio.Task, reason: str):
         task.cancel(reason)
 
 
-async def whole(coro, reason: str = STOP_REASON):
-    """Await ``coro``; if Stop is pressed meanwhile, raise ``Stopped`` rather than return a half result."""
+async def whole(coro, reason: str = STOP_REASON, forward: bool = False):
+    """Await ``coro``; if Stop is pressed meanwhile, raise ``Stopped`` rather than return a half result.
+    ``forward``: Stop also reaches the handler this one was installed over (a cell running beside ``coro``)."""
     if _current.get() is not None:  # already under a Stop button: that one decides
         return await coro
     press = Press(reason)
     try:
-        result = await _run(coro, press)
+        result = await _run(coro, press, forward)
     except asyncio.CancelledError:
         if press.pressed:
             press.check()
