@@ -173,3 +173,20 @@ def cancel_timeline_plot(timelines: dict[str, pd.DataFrame], ended_ms: dict[str,
         ax.grid(axis="x", alpha=0.3)
         ax.set_xlim(0, max(*ended_ms.values(), (stop_at_s or 0) * 1000) * 1.15)
     return fig
+
+
+def stop_plot(scans: Cancellation, seconds: float, row: dict | None = None) -> tuple[Figure, str]:
+    """The notebook's slider: the unstopped scan's lane from ``scans`` above one scan stopped ``seconds`` after
+    the tool started (``row``, a ``scan_row``; by default the table's own "Stop at" scan), and that scan in words."""
+    if row is None:
+        name = scans.table.index[1]
+        row = {**scans.table.loc[name].to_dict(), "run": name, "timeline": scans.timelines[name]}
+    plain, name = scans.table.index[0], row["run"]
+    timelines = {plain: scans.timelines[plain], name: pd.DataFrame(row["timeline"], columns=["t_ms", "label"])}
+    ended = {plain: scans.table.loc[plain, "stopped_after_ms"], name: row["stopped_after_ms"]}
+    fig = cancel_timeline_plot(timelines, ended, seconds)
+    said = f"{row['status']} {row['stopped_after_ms']:,.0f} ms after the tool started, {row['progress_events']} " \
+           f"progress events"
+    if row["stop_to_end_ms"] is None or pd.isna(row["stop_to_end_ms"]):
+        return fig, said + ": the scan ended before Stop"
+    return fig, said + f", {row['stop_to_end_ms']:,.0f} ms after Stop"
