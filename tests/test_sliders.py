@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
@@ -555,3 +556,36 @@ def test_a_slider_moved_during_run_all_reruns_beside_the_cell_and_one_stop_ends_
     assert "".join(kernel.texts[check]).split() == ["interrupted", "user", "pressed", "Stop"] * 2 + [
         "True", "[True]", "[]"]
 
+
+# -- the notebooks' sliders -------------------------------------------------------------------------------
+MOVE = """
+import gc
+from harness_lib.chapter.sliders import Slider
+(view,) = [o for o in gc.get_objects() if isinstance(o, Slider)]
+before = view.output.outputs[0]["data"]["image/png"]
+view.control.value = {value!r}
+await view.settled()
+print(view.line.value)
+print("redrawn" if view.output.outputs[0]["data"]["image/png"] != before else "the same plot")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,value,said", [
+    ("02-turn-cap", 37, "cap = 37: "),                 # the long run's sums: no run
+    ("09-cancellation", 0.4, "STOP_AT = 0.4 s: interrupted 4"),   # before the first progress event
+    ("11-latency", 150.0, "latency = 150 ms: 3 turns, wall "),
+    ("14-libraries", 2, "MY_LIMIT = 2: stopped after 2 turns"),
+])
+def test_each_notebooks_slider_redraws_for_a_value_the_reader_picks(name, value, said):
+    """Each notebook run whole, as Run All runs it, then its slider moved: the line names the new value and what
+    it measured, and the plot is a new one."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = Path(__file__).resolve().parents[1] / "notebooks"
+    nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(MOVE.format(value=value)))
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    line, drawn = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
+    assert line.startswith(said) and drawn == "redrawn", (line, drawn)

@@ -17,7 +17,7 @@ from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import Measured, Outcome, scenario
-from .plots import BLUE, RED, _figure, style
+from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check
 
 PARAMETERS = {"LATENCIES_MS": params.Number(0, 300, closed=True, unit=" ms", several=True),
@@ -126,3 +126,23 @@ def latency_fit_plot(table: pd.DataFrame, slope: float, intercept: float) -> Fig
         ax.set_title("The run waits for the provider once per turn")
         ax.legend(loc="upper left")
     return fig
+
+
+def latency_plot(fit: Latency, one) -> tuple[Figure, str]:
+    """The notebook's slider: ``fit``'s points and line, with one run (``one``: ``latency_ms``, ``turns``,
+    ``wall_ms``, ``harness_ms``, a dict or a row of ``fit.table``) marked on them, and that run in words."""
+    fig = latency_fit_plot(fit.table, fit.slope, fit.intercept)
+    ax = fig.axes[0]
+    with style():
+        end = fit.table["latency_ms"].max()
+        if not np.isnan(fit.slope) and one["latency_ms"] > end:   # the line, on to a latency past the sweep's
+            xs = np.array([end, one["latency_ms"]])
+            ax.plot(xs, fit.intercept + fit.slope * xs, color=RED, linestyle=":", linewidth=1.2)
+        ax.scatter([one["latency_ms"]], [one["wall_ms"]], color=ORANGE, s=70, zorder=4, marker="D",
+                   label=f"{one['latency_ms']:g} ms: {one['wall_ms']:,.0f} ms wall")
+        ax.legend(loc="upper left")
+    said = (f"{one['turns']} turns, wall {one['wall_ms']:,.1f} ms = the provider's "
+            f"{one['wall_ms'] - one['harness_ms']:,.1f} ms + the harness's own {one['harness_ms']:,.1f} ms")
+    if not np.isnan(fit.slope):
+        said += f"; the line says {fit.intercept + fit.slope * one['latency_ms']:,.1f} ms"
+    return fig, said
