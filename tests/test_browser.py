@@ -9,6 +9,8 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
 * a cell re-run on its own after Run All (the provider outlives every cell);
 * the toolbar's Stop pressed during 09's scan: the run ends ``interrupted`` with the chapter's reason, and
   the next cell loads it from disk and resumes it;
+* a slider dragged (02's cap): the plot under it changes and its line names the new value; and the toolbar's
+  Stop pressed while a slider re-runs (09's Stop time): the line says it was stopped, the plot stays;
 * a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
   language, and its glossary link opening the glossary beside it.
 
@@ -239,6 +241,37 @@ def _outputs_text(cell) -> str:
     return cell.locator(".jp-OutputArea").inner_text()
 
 
+def _drag_slider(page, cell, fraction: float) -> str:
+    """Drag the slider in ``cell``'s output to ``fraction`` of its track and let go, as a reader does; the value
+    its readout then shows."""
+    handle, track = cell.locator(".noUi-handle").first, cell.locator(".noUi-target").first
+    track.scroll_into_view_if_needed()   # the mouse reaches only what is on screen
+    h, t = handle.bounding_box(), track.bounding_box()
+    y = h["y"] + h["height"] / 2
+    page.mouse.move(h["x"] + h["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(t["x"] + t["width"] * fraction, y, steps=10)
+    page.mouse.up()
+    return cell.locator(".widget-readout").first.inner_text().strip()
+
+
+def _slider_line(cell, pattern: str = "", timeout_s: float = 60) -> str:
+    """The line under the slider in ``cell``, once it matches ``pattern`` (a regular expression)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        line = cell.locator(".widget-vbox > .widget-label").first.inner_text().strip()
+        if re.match(pattern, line):
+            return line
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the slider's line says {line!r}, not {pattern!r}")
+        time.sleep(0.2)
+
+
+def _slider_plot(cell) -> str:
+    """The plot the slider's Output holds (its image data)."""
+    return cell.locator(".widget-output img").first.get_attribute("src")
+
+
 def _expected_figures(path: Path) -> int:
     """The figures a Run All must draw on any machine: those of cells whose output nbval checks. A cell marked
     NBVAL_IGNORE_OUTPUT depends on the machine (12's live section draws only with the `local` extra, and its
@@ -287,6 +320,14 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         _run_cell(page, cell)
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
+    with steps.step("02: drag the cap slider: the plot and its line follow"):
+        cell = _cell(page, "await slider(s02.PARAMETERS")
+        _slider_line(cell, r"cap = 100: ")
+        before = _slider_plot(cell)
+        cap = _drag_slider(page, cell, 0.3)
+        line = _slider_line(cell, rf"cap = {cap}: [\d,]+ input tokens")
+        assert cap != "100" and _slider_plot(cell) != before, line
+        assert page.locator(ERROR_OUTPUT).count() == 0
     with steps.step("02: caps the chapter has no figure for"):
         _edit_and_run_all(page, "CAPS =", "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
@@ -332,6 +373,16 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         _wait_until_run(page, 30)
         text = _outputs_text(cell)
         assert "on disk: status=interrupted" in text and "resumed: status=completed" in text, text
+        assert page.locator(ERROR_OUTPUT).count() == 0
+    with steps.step("09: the toolbar's Stop during the slider's re-run"):
+        cell = _cell(page, "async def scan_stopped_at(")
+        before = _slider_plot(cell)
+        seconds = f"{float(_drag_slider(page, cell, 1.0)):g}"   # the far end: a scan Stop must end, not the slider
+        _slider_line(cell, rf"STOP_AT = {seconds} s: running\.\.\.")
+        page.locator("jp-button[data-command='notebook:interrupt-kernel']").click()
+        _slider_line(cell, rf"STOP_AT = {seconds} s: stopped \(user pressed Stop\); the plot is still the one for "
+                           r"STOP_AT = 1\.2 s$", 30)
+        assert seconds != "1.2" and _slider_plot(cell) == before
         assert page.locator(ERROR_OUTPUT).count() == 0
     _shut_down_kernels(lab)
     steps.passed = True
