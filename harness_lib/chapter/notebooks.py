@@ -5,7 +5,9 @@
 
 Each notebook runs in its own ``python3`` kernel with ``notebooks/`` as its working directory. Outputs are
 kept; what changes on every run without meaning anything (execution timestamps, widget state) is not
-written, so re-executing an unchanged notebook changes only what its code really computed anew.
+written, so re-executing an unchanged notebook changes only what its code really computed anew. A widget's
+output keeps only its text form: the model it points to lives in the kernel that ran it, and JupyterLab shows
+"Error displaying widget: model not found" for it in a notebook just opened, where the text says to run the cell.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nbclient import NotebookClient
 NOTEBOOKS = Path("notebooks")
 KEEP_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"   # a live widget: its model is the kernel's, not the file's
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -35,6 +38,9 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
+        for output in cell.get("outputs", []):
+            if WIDGET_VIEW in output.get("data", {}) and len(output["data"]) > 1:   # its text form stays
+                del output["data"][WIDGET_VIEW]
     return nb
 
 
