@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
-	$(BIN)/python -m harness_lib.chapter.translations build
+	$(BIN)/python -m harness_lib.chapter.translations build --brief
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
