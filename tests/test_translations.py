@@ -29,7 +29,6 @@ LANGUAGES = sorted(tr.LANGUAGES)
 # test then holds it to that). A notebook neither translated nor listed here fails.
 PENDING = {
     "02-turn-cap",
-    "08-resume",
     "09-cancellation",
     "10-trace",
     "11-latency",
