@@ -30,7 +30,6 @@ LANGUAGES = sorted(tr.LANGUAGES)
 PENDING = {
     "02-turn-cap",
     "09-cancellation",
-    "10-trace",
     "11-latency",
     "12-local-model",
     "13-subagent",
