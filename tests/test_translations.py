@@ -29,10 +29,7 @@ LANGUAGES = sorted(tr.LANGUAGES)
 # test then holds it to that). A notebook neither translated nor listed here fails.
 PENDING = {
     "02-turn-cap",
-    "07-approval",
-    "08-resume",
     "09-cancellation",
-    "10-trace",
     "11-latency",
     "12-local-model",
     "13-subagent",
