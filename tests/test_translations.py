@@ -34,10 +34,7 @@ PENDING = {
     "09-cancellation",
     "10-trace",
     "11-latency",
-    "12-local-model",
-    "13-subagent",
     "14-libraries",
-    "15-what-is-left",
 }
 
 
