@@ -31,10 +31,7 @@ PENDING = {
     "02-turn-cap",
     "09-cancellation",
     "11-latency",
-    "12-local-model",
-    "13-subagent",
     "14-libraries",
-    "15-what-is-left",
 }
 
 
