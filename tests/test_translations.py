@@ -28,7 +28,6 @@ LANGUAGES = sorted(tr.LANGUAGES)
 # notebook. Take a line off once its English has settled and `make translations` builds it in both languages (this
 # test then holds it to that). A notebook neither translated nor listed here fails.
 PENDING = {
-    "11-latency",
     "12-local-model",
     "13-subagent",
     "14-libraries",
