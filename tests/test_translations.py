@@ -30,7 +30,6 @@ LANGUAGES = sorted(tr.LANGUAGES)
 PENDING = {
     "12-local-model",
     "13-subagent",
-    "14-libraries",
     "15-what-is-left",
 }
 
