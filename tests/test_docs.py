@@ -1,6 +1,7 @@
 """The README and the pages under docs/ say what is true: every page is linked from the README, every link
 lands on a file and a heading that exist, and the figures they quote from elsewhere are the figures there
-(the chapter's tally, from the figures table; the benchmarks' headline, from benchmarks/RESULTS.md).
+(the chapter's tally, from the figures table; the benchmarks' headline, from benchmarks/RESULTS.md; the
+first run's output, from running it).
 
 Which tests read which page: the README's two commands and its languages, tests/test_packaging.py and
 tests/test_translations.py; the drawing of the layers in docs/developing.md, tests/test_layers.py; the
@@ -109,3 +110,20 @@ def test_the_benchmarks_headline_is_what_results_md_holds():
         measured = results[label]
         assert (median, floor, first_last) == (measured[1].split()[0], measured[2], measured[4]), \
             f"'{label}': docs/benchmarks.md says {median}, {floor}, {first_last}; RESULTS.md {measured[1:5]}"
+
+
+def test_the_readmes_first_run_prints_what_the_readme_shows(capsys):
+    """The run the README shows under "A first run" is what the command prints, every figure of it; only the
+    wall time (ms=) is this machine's."""
+    from harness_lib.cli import main
+
+    text = README.read_text(encoding="utf-8")
+    block = text[text.index("## A first run"):].split("```")[1].strip().splitlines()
+    command, shown = block[0], block[1:block.index("")]
+    assert command.startswith(".venv/bin/python -m harness_lib run plan"), command
+    assert main(command.split()[3:]) == 0
+    printed = capsys.readouterr().out.splitlines()
+
+    def without_ms(lines):
+        return [re.sub(r"ms=\d+", "ms=…", line) for line in lines]
+    assert without_ms(printed) == without_ms(shown)
