@@ -188,7 +188,7 @@ def apply_seam(args) -> None:
         names = ", ".join(str(m.get("id")) for m in models or [])[:300]
         raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL"
                          + (f" (this server lists: {names})" if names else " (e.g. qwen2.5:0.5b for Ollama)")
-                         + "; see the README, 'Point it at your own server'")
+                         + "; see docs/servers.md")
     if not args.base_url and not args.scenario:
         raise SystemExit("error: give a scenario for the scripted provider (plan, runaway, ...), or a "
                          "server: --base-url URL (or LLM_BASE_URL) with --model NAME (or LLM_MODEL)")
