@@ -656,7 +656,9 @@ def cmd_run(args) -> int:
             label = (args.scenario or args.model) + _cap_label(args.max_turns) + \
                 (f", budget ${args.budget:g}" if args.budget else "")
             if args.pricing != CHAPTER_PRICES:
-                print(f"{visible(label)}: {visible(args.model)} at {visible(args.base_url)}; "
+                where = (f"{visible(args.model)} at {visible(args.base_url)}" if args.base_url
+                         else "the scripted provider")
+                print(f"{visible(label)}: {where}; "
                       f"{args.pricing.describe()}; {args.timeout:g} s a model call attempt"
                       + ("" if args.max_turns else "; no turn cap"), file=sys.stderr)
             state, wall_ms, heard = _go(state, workspace, args, args.state_dir)
