@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
-	$(BIN)/python -m harness_lib.chapter.translations build
+	$(BIN)/python -m harness_lib.chapter.translations build --brief
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
@@ -61,7 +61,7 @@ bench: $(STAMP)
 # Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~4 minutes on two
 # cores), once: pip keeps the wheel in its cache (`pip cache remove llama_cpp_python` forces a rebuild).
 # A portable build, not -march=native: ggml's x86-64-v3 baseline (AVX2, FMA, F16C, BMI2) without AVX-512,
-# stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (README).
+# stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (docs/local-model.md).
 CPU_FLAGS := $(shell cat /proc/cpuinfo 2>/dev/null | grep -m1 '^flags')
 # Only what the server loads: libllama and libggml (local-build.cmake says why); ggml's build uses ccache or
 # sccache by itself when one is on the PATH.

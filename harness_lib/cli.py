@@ -194,7 +194,7 @@ def apply_seam(args) -> None:
         names = ", ".join(str(m.get("id")) for m in models or [])[:300]
         raise SystemExit(f"error: against {args.base_url}, give the model's name: --model NAME or LLM_MODEL"
                          + (f" (this server lists: {names})" if names else " (e.g. qwen2.5:0.5b for Ollama)")
-                         + "; see the README, 'Point it at your own server'")
+                         + "; see docs/servers.md")
     if not args.base_url and not args.scenario:
         raise SystemExit("error: give a scenario for the scripted provider (plan, runaway, ...), or a "
                          "server: --base-url URL (or LLM_BASE_URL) with --model NAME (or LLM_MODEL)")
@@ -667,7 +667,9 @@ def cmd_run(args) -> int:
             label = (args.scenario or args.model) + _cap_label(args.max_turns) + \
                 (f", budget ${args.budget:g}" if args.budget else "")
             if args.pricing != CHAPTER_PRICES:
-                print(f"{visible(label)}: {visible(args.model)} at {visible(args.base_url)}; "
+                where = (f"{visible(args.model)} at {visible(args.base_url)}" if args.base_url
+                         else "the scripted provider")
+                print(f"{visible(label)}: {where}; "
                       f"{args.pricing.describe()}; {args.timeout:g} s a model call attempt"
                       + ("" if args.max_turns else "; no turn cap"), file=sys.stderr)
             state, wall_ms, heard = _go(state, workspace, args, args.state_dir)

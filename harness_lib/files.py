@@ -94,7 +94,7 @@ def read(path: Path | str, limit: int, what: str) -> bytes:
     finally:
         os.close(fd)
     raise _refuse(errno.EFBIG, path, f"holds {size:,} bytes, more than the {limit // 2 ** 20} MiB {what} may "
-                                     f"hold (README, 'A saved run'); refused without reading it")
+                                     f"hold (docs/operating.md, 'A saved run'); refused without reading it")
 
 
 def cut_torn_tail(fd: int, limit: int = MAX_RECORD_BYTES) -> int:

@@ -12,9 +12,9 @@
 The state file says the same things and is what the loop reads; the ledger is what the CLI checks the
 state file against before it acts. It is found by the run id the operator typed, never by anything the
 state file says, so an edited state file cannot point the run at a folder the operator never gave it,
-approve a call nobody approved, raise its own limits or forget what it has spent (the README's threat
-model). Every option and decision that changes what a run may do is bound to its latest value: the budget,
-the caps, the model, the endpoint, the prices, the policies, the workspace, the approvals; an older value
+approve a call nobody approved, raise its own limits or forget what it has spent (the threat model in
+docs/reliability.md). Every option and decision that changes what a run may do is bound to its latest value:
+the budget, the caps, the model, the endpoint, the prices, the policies, the workspace, the approvals; an older value
 is refused like any other edit. A run made and saved in-process (a notebook, a test) has no ledger: the
 first ``resume`` records what its state says (but never an approval its file lists), and checks every
 later one against that. A run the command line made always has one: its ledger missing is refused, never

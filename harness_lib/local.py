@@ -50,7 +50,7 @@ MODEL_NAME = "smollm2-135m-instruct"     # the alias the server answers to
 CHAT_FORMAT = local_format.FORMAT
 BUILTIN_FORMAT = "chatml-function-calling"
 INSTALL_HINT = ("install the `local` extra: `make local` (builds llama-cpp-python from source, ~4 minutes; "
-                "see the README, 'Section 12 with a real local model')")
+                "see docs/local-model.md)")
 
 
 class LocalModelError(RuntimeError):

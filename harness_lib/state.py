@@ -11,7 +11,7 @@ and the loop picks up where the last save left it.
 
 ``load`` checks the file whole (types, shapes, numbers, ids, counters that agree with the per-turn
 record) and refuses, naming every problem, a file this harness did not write: a state file is input, and
-the README's threat model says what even a well-formed but edited one can and cannot make the harness do.
+the threat model (docs/reliability.md) says what even a well-formed but edited one can and cannot make the harness do.
 
 Names. The state file's own fields are the dataclass's names, snake_case (``run_id``, ``tool_log``,
 ``per_turn``; the file keeps ``cost_usd`` for ``own_cost_usd``). Every record inside them (a tool_log entry,

@@ -27,7 +27,7 @@ is left ``running`` by a process that exited), tracebacks (any ``Traceback`` a u
 
     python tests/operator_campaign.py [--races N] [--signals N] [--disk N] [--seed S] [--no-hostile] [--json]
 
-prints the README's figures. ``tests/test_operator.py`` runs it and asserts every figure.
+prints the figures of docs/reliability.md. ``tests/test_operator.py`` runs it and asserts every figure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Crash anywhere, resume exactly once; faults and bad input never lose a run. Measured.
 
-    python tests/reliability_campaign.py                 # the figures of the README's "Reliability" section
+    python tests/reliability_campaign.py                 # the figures of docs/reliability.md
     python tests/reliability_campaign.py --kills 400 --seed 7 --json
 
 Three campaigns, each a real run of the harness, none of their figures typed in by hand:

@@ -7,8 +7,8 @@ nothing overwritten. Decisions and resumes that do not fit the run: a clear mess
 unchanged. Limits that make no sense: rejected, naming the limit, before anything runs. Torn trace and
 journal lines: tolerated by every reader.
 
-``python tests/reliability_campaign.py`` runs this file and counts its tests as the README's "bad inputs
-tried"."""
+``python tests/reliability_campaign.py`` runs this file and counts its tests as the "bad inputs
+tried" of docs/reliability.md."""
 
 from __future__ import annotations
 

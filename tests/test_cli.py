@@ -90,3 +90,10 @@ def test_a_subagent_is_priced_at_the_runs_prices(tmp_path, capsys):
     child = [e for e in read(trace) if e["type"] == "turn" and e["runId"] == sub["runId"]]
     tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in child)
     assert len(child) == sub["turns"] >= 1 and sub["costUsd"] == pytest.approx(tokens / 1e6, abs=1e-12)
+
+
+def test_prices_given_to_a_scripted_run_name_the_scripted_provider(capsys):
+    """The line that says a run's prices said "None at None" when no server was named (the scripted provider)."""
+    assert main(["run", "plan", "--price-in", "2", "--price-out", "12.5", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "plan, cap 50: the scripted provider; $2 / $12.5 per million tokens" in err and "None" not in err, err

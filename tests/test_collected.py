@@ -105,7 +105,7 @@ def test_a_callers_own_collection_survives_the_reports(monkeypatch, tmp_path):
     import os
     mine = tmp_path / "mine.jsonl"
     monkeypatch.setenv(collected.ENV, str(mine))
-    monkeypatch.setattr("harness_lib.chapter.notebooks.execute_all", lambda paths: {})
+    monkeypatch.setattr("harness_lib.chapter.notebooks.execute_all", lambda paths, say=None: {})
     report.executed_notebooks({}, [])
     assert os.environ.get(collected.ENV) == str(mine)
 
@@ -120,7 +120,7 @@ def test_every_experiment_names_its_figures_measured(url):
         assert tuple(result)[-1] is result.measured and result._fields[-1] == "measured"
 
 
-def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path):
+def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path, capsys):
     """Notebook 15 closes on the report's tally (reports/chapter.csv): `make chapter` runs every other notebook,
     writes the report, then runs 15, so that what 15 shows is the report written beside it; the report
     measures section 15 itself, and names 15's time too."""
@@ -148,6 +148,10 @@ def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path):
     text = (tmp_path / "reports" / "chapter.md").read_text()
     assert "| notebook 15-what-is-left.ipynb |" in text and text.index("notebook 15") < text.index("| total |")
     assert "2 of 13 chapter figures reproduced exactly (1 of them repeats of earlier figures)" in text
+    # What `make chapter` prints (issue 22 item 8): a line a step (the notebooks' are theirs) and the tally, no table.
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == ["figures", "reports/chapter.md:"], out
+    assert out[-1].startswith("reports/chapter.md: 2 of 13 chapter figures reproduced exactly"), out
 
 
 def test_the_report_counts_section_14_without_a_notebook_measuring_it(url):

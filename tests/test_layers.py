@@ -1,14 +1,17 @@
-"""The README's drawing of the layers is true: no module imports from a layer above its own.
+"""The drawing of the layers in docs/developing.md is true: no module imports from a layer above its own, and
+every module placed here is named in the drawing.
 
 Read with ``ast`` (nothing imported), including imports inside functions: a lazy import is still a
 dependency."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "harness_lib"
+DRAWING = PKG.parent / "docs" / "developing.md"
 
 # The harness (the core): the loop and what it is built from. Listed, not globbed, so a new module is a
 # decision about its layer.
@@ -49,6 +52,18 @@ def test_every_module_has_a_layer():
     modules = {p.stem for p in PKG.glob("*.py")} - {"__init__"}
     unplaced = modules - CORE - OPERATING - ENTRY
     assert not unplaced, f"give these a layer in tests/test_layers.py: {unplaced}"
+
+
+def drawing() -> str:
+    """The drawing in docs/developing.md: the first code block after its heading on the layers."""
+    text = DRAWING.read_text(encoding="utf-8")
+    section = text[text.index("## How it is built: the layers"):]
+    return section.split("```")[1]
+
+
+def test_the_drawing_names_every_module_of_the_core_and_of_operating_a_run():
+    unnamed = sorted(m for m in CORE | OPERATING if not re.search(rf"\b{m}\b", drawing()))
+    assert not unnamed, f"name these in the drawing of the layers in docs/developing.md: {unnamed}"
 
 
 @pytest.mark.parametrize("name", sorted(CORE))

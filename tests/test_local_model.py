@@ -239,7 +239,7 @@ def test_a_server_that_dies_mid_run_is_named_and_the_run_is_saved(fake, tmp_path
         message = str(e.value)
         assert "died during the task 'Which file is the largest?' (turn 2)" in message
         assert "killed by SIGSEGV" in message and "about to crash" in message
-        # a provider gone after its retries is "unreachable": interrupted, resumable (README, Reliability)
+        # a provider gone after its retries is "unreachable": interrupted, resumable (docs/reliability.md)
         assert "the run ended interrupted" in message
         run_id = message.split("saved as ")[1].split()[0]
         saved = load(tmp_path, run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 from pathlib import Path
 
@@ -350,3 +351,25 @@ def test_every_notebook_builds_its_piece_and_a_test_holds_it_to_the_library(path
     assert built_cells.build_cells(path.stem), f"{path.name} has no cell tagged 'build'"
     (test,) = (ROOT / "tests" / "built").glob(f"test_{path.stem[:2]}_*.py")
     assert f'"{path.stem}"' in test.read_text(), f"{test.name} does not load {path.stem}'s build cells"
+
+
+@pytest.mark.slow
+def test_executing_a_notebook_is_quiet_and_leaves_no_kernel(tmp_path, capfd):
+    """`make chapter` said "Kernel is running over TCP without encryption" once a notebook (issue 22 item 8): its
+    kernels talk over local sockets now, and each is shut down, its socket folder gone, when its notebook ends."""
+    import glob
+    import tempfile
+
+    path = tmp_path / "tiny.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os; print(os.getpid())")])
+    nbformat.write(nb, path)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/harness-kernel-*"))
+    lines = []
+    notebooks.execute_all([path], say=lines.append)
+    out, err = capfd.readouterr()
+    assert "without encryption" not in out + err and "WARNING" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("tiny.ipynb")
+    pid = int(nbformat.read(path, as_version=4).cells[0].outputs[0].text)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # shut down, not left to notice its parent is gone
+    assert set(glob.glob(f"{tempfile.gettempdir()}/harness-kernel-*")) == before

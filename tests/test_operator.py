@@ -1,7 +1,7 @@
 """Operating a run safely (issue 9): one owner, options that travel, writes at most once, clean signals
 and environment faults, a state file that cannot be turned against the workspace, safe terminal output.
 
-The campaign (``tests/operator_campaign.py``, also a script that prints the README's figures) is run
+The campaign (``tests/operator_campaign.py``, also a script that prints the figures of docs/reliability.md) is run
 whole by the ``slow`` test at the end: 100 races between two commands on one run, signals at random
 instants, a disk filled under a running run (a tmpfs), and issue 20's cases (``tests/test_hostile.py``, in
 a child pytest). Its quick groups (tampered state files, bad environments, hostile text, the issue's other

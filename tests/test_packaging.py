@@ -326,10 +326,19 @@ def test_ci_runs_the_readmes_test_command():
     assert "make test" in commands
 
 
-def test_makefile_defines_the_commands_the_readme_names():
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_makefile_defines_the_commands_the_readme_and_docs_name():
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("chapter", "test", "bench"):
-        assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"no `{target}` target in the Makefile"
+    named = set()
+    for page in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        text = page.read_text(encoding="utf-8")
+        named |= {(page.name, target) for target in re.findall(r"`(?:time )?make ([\w./-]+)", text)}
+        named |= {(page.name, target) for target in re.findall(r"^make ([\w./-]+)", text, re.MULTILINE)}
+    assert {target for _, target in named} >= {"chapter", "test", "check", "lab", "bench", "local"}, named
+    for page, target in sorted(named):  # make -n: what it would run, nothing run; 2 when there is no such target
+        known = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, capture_output=True,
+                               text=True, timeout=60)
+        assert known.returncode == 0, f"{page} names `make {target}`: {known.stderr.strip()}"
     assert "benchmarks.provider" in makefile
     from benchmarks import provider
     assert callable(provider.main)

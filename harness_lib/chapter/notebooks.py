@@ -10,7 +10,10 @@ written, so re-executing an unchanged notebook changes only what its code really
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,12 +56,30 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, record_timing=False,
-                   resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
+    with _kernel(kernel_name) as km:
+        NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name, record_timing=False,
+                       resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
     seconds = time.perf_counter() - started
     nb.metadata["kernelspec"] = kernelspec(kernel_name)
     nbformat.write(strip(nb), path)
     return seconds
+
+
+@contextlib.contextmanager
+def _kernel(kernel_name: str):
+    """A kernel manager whose kernel talks over local sockets in a private folder (POSIX), not TCP: the kernel
+    then has no reason to warn, once a notebook, that TCP is unencrypted. The kernel is shut down on the way out
+    (a kernel manager handed to nbclient is the caller's to stop)."""
+    from jupyter_client.manager import KernelManager
+
+    with tempfile.TemporaryDirectory(prefix="harness-kernel-") as sockets:
+        km = (KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
+              if os.name == "posix" else KernelManager(kernel_name=kernel_name))
+        try:
+            yield km
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
 
 
 def every_notebook() -> list[Path]:
@@ -70,17 +91,21 @@ def every_notebook() -> list[Path]:
     return paths
 
 
-def execute_all(paths=None, timeout: int = 600) -> dict[str, float]:
-    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}."""
+def execute_all(paths=None, timeout: int = 600, say=None) -> dict[str, float]:
+    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}. ``say``,
+    when given, is called with one line per notebook as each one ends."""
     paths = every_notebook() if paths is None else [Path(p) for p in paths]
-    return {p.name: round(execute(p, timeout=timeout), 1) for p in paths}
+    times = {}
+    for p in paths:
+        times[p.name] = round(execute(p, timeout=timeout), 1)
+        if say:
+            say(f"{p.name:<32} {times[p.name]:6.1f} s")
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    times = execute_all(argv or None)
-    for name, seconds in times.items():
-        print(f"{name:<32} {seconds:6.1f} s")
+    times = execute_all(argv or None, say=lambda line: print(line, flush=True))
     print(f"{'total':<32} {sum(times.values()):6.1f} s")
     return 0
 

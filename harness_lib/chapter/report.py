@@ -67,15 +67,15 @@ async def measure_all(base_url: str, skip=()) -> dict:
 
 
 def executed_notebooks(timings: dict, paths=None) -> tuple[dict, set[str]]:
-    """Execute every notebook (or those in ``paths``; their timings into ``timings``) and return what they
-    measured on the way (``whole_sections``)."""
+    """Execute every notebook (or those in ``paths``; their timings into ``timings``), a line for each as it
+    ends, and return what they measured on the way (``whole_sections``)."""
     from .notebooks import execute_all
     with tempfile.TemporaryDirectory(prefix="harness-chapter-") as tmp:
         path = Path(tmp) / "measured.jsonl"
         before = os.environ.get(collected.ENV)
         os.environ[collected.ENV] = str(path)   # the kernels inherit it
         try:
-            for name, seconds in execute_all(paths).items():
+            for name, seconds in execute_all(paths, say=lambda line: print(line, flush=True)).items():
                 timings[f"notebook {name}"] = seconds
         finally:  # as it was: a caller's own collection goes on
             if before is None:
@@ -144,11 +144,16 @@ def main(json_out: bool = False, execute: bool = False) -> int:
     if set(EXPERIMENTS) - done:
         with ScriptedProvider() as provider:
             measured.update(asyncio.run(measure_all(provider.base_url, skip=done)))
-        timings["figures recomputed" if not done else "figures no notebook measured"] = time.perf_counter() - t0
+        label = "figures recomputed" if not done else "figures no notebook measured"
+        timings[label] = time.perf_counter() - t0
+        if execute:
+            print(f"{label:<32} {timings[label]:6.1f} s", flush=True)
     t0 = time.perf_counter()
     if LOCAL_EXTRA not in done and (local_figures := section_12_live()):  # only with the `local` extra
         measured.update(local_figures)
         timings["section 12, live local model"] = time.perf_counter() - t0
+        if execute:
+            print(f"{'section 12, live local model':<32} {timings['section 12, live local model']:6.1f} s", flush=True)
     table = compare(measured)
     line = tally(table)
     timings["total"] = time.perf_counter() - started
@@ -161,6 +166,8 @@ def main(json_out: bool = False, execute: bool = False) -> int:
             write_reports(table, line, timings)
     if json_out:
         print(json.dumps({"figures": table.to_dict(orient="records"), "summary": line}, ensure_ascii=False))
+    elif execute:  # the notebooks said a line each; the figures are in reports/
+        print(f"{REPORTS / 'chapter.md'}: {line}")
     else:
         with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
             print(table[["id", "chapter", "ours", "tolerance", "match"]].to_string(index=False))

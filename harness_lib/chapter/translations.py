@@ -398,11 +398,15 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
     return report
 
 
-def summary(report: dict) -> str:
+def summary(report: dict, brief: bool = False) -> str:
+    """What ``build`` did, a language a line and, unless ``brief``, a line for each notebook left to translate."""
     lines = []
     for language, done in report.items():
         lines.append(f"{language}: {len(done['built'])} notebooks translated ({len(done['written'])} written), "
-                     f"{len(done['stale'])} with cells to translate")
+                     f"{len(done['stale'])} with cells to translate"
+                     + (f": {', '.join(name[:2] for name in done['stale'])}" if brief and done["stale"] else ""))
+        if brief:
+            continue
         for name, stale in done["stale"].items():
             kinds = sorted({s.why.split(":")[0] for s in stale})
             lines.append(f"   {name}: {len(stale)} cells ({'; '.join(kinds)})")
@@ -415,13 +419,14 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Extract the notebooks' markdown into gettext catalogues and "
                                                  "build the translated notebooks (docs/translating.md).")
     parser.add_argument("step", nargs="?", choices=("extract", "build"), help="one step (default: both)")
+    parser.add_argument("--brief", action="store_true", help="one line a language (what `make chapter` prints)")
     args = parser.parse_args(argv)
     try:
         if args.step in (None, "extract"):
             for path in extract():
                 print(f"updated {path}")
         if args.step in (None, "build"):
-            print(summary(build()))
+            print(summary(build(), brief=args.brief))
     except TranslationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
