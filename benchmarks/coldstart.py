@@ -2,11 +2,15 @@
 
     python -m benchmarks.coldstart [--before REF] [--repeats N]
 
-Times ``python -m harness_lib run plan`` (a fresh interpreter each time: imports, the scripted provider
-and its tokenizer, a three-turn run) for this tree and for the tree at git ``REF`` (default ``HEAD~1``;
-``git archive`` into a temporary folder, run from there, so ``-m`` imports that tree's package), and for
-this tree with the rank cache off (``HARNESS_LIB_CACHE=off``: a first run on a new machine). The
-variants alternate, so a slow second of a shared machine falls on all of them; medians and ranges.
+Times two commands, each in a fresh interpreter: ``python -m harness_lib --help`` (what the command line
+costs before it does anything: its imports and its parser) and ``python -m harness_lib run plan`` (imports,
+the scripted provider and its tokenizer, a three-turn run), for this tree and for the tree at git ``REF``
+(default ``HEAD~1``; ``git archive`` into a temporary folder, run from there, so ``-m`` imports that tree's
+package), and ``run plan`` for this tree with the rank cache off (``HARNESS_LIB_CACHE=off``: a first run
+on a new machine). Bytecode is written and used (``PYTHONDONTWRITEBYTECODE`` unset), as for an installed
+package; the first round is a warm-up, not counted. The variants alternate, so a slow second of a shared
+machine falls on all of them; medians and ranges of the wall time and of the CPU time (user + system of
+the child, which a busy machine inflates less).
 """
 
 from __future__ import annotations
@@ -35,14 +39,21 @@ def export(ref: str, into: Path):
         tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
 
 
-def wall(cwd: Path, env: dict) -> float:
+COMMANDS = {"--help": ("usage:", ["--help"]), "run plan": ("status=completed", ["run", "plan"])}
+
+
+def timed(command: str, cwd: Path, env: dict) -> tuple[float, float]:
+    """(wall ms, CPU ms) of ``python -m harness_lib COMMAND`` in ``cwd``."""
+    expect, argv = COMMANDS[command]
+    cpu0 = os.times()
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "harness_lib", "run", "plan"], cwd=cwd, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "harness_lib", *argv], cwd=cwd, env=env, capture_output=True,
+                       text=True)
     ms = (time.perf_counter() - t0) * 1000
-    if r.returncode != 0 or "status=completed" not in r.stdout:
-        raise RuntimeError(f"run plan failed in {cwd}: {r.stdout}{r.stderr}")
-    return ms
+    cpu1 = os.times()
+    if r.returncode != 0 or expect not in r.stdout:
+        raise RuntimeError(f"{command} failed in {cwd}: {r.stdout}{r.stderr}")
+    return ms, (cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) * 1000
 
 
 def main(argv=None) -> int:
@@ -50,25 +61,29 @@ def main(argv=None) -> int:
     p.add_argument("--before", default="HEAD~1", help="git ref of the tree to compare with")
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args(argv)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
         export(args.before, before)
-        variants = {f"before ({args.before})": (before, env),
-                    "after": (ROOT, env),
-                    "after, no rank cache": (ROOT, {**env, "HARNESS_LIB_CACHE": "off"})}
-        wall(ROOT, env)  # the rank cache exists before the clock starts
-        times = {name: [] for name in variants}
+        variants = {(c, f"before ({args.before})"): (before, env) for c in COMMANDS}
+        variants.update({(c, "after"): (ROOT, env) for c in COMMANDS})
+        variants[("run plan", "after, no rank cache")] = (ROOT, {**env, "HARNESS_LIB_CACHE": "off"})
+        for (command, _), (cwd, e) in variants.items():  # the rank cache and the bytecode exist before the clock
+            timed(command, cwd, e)
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {v: [] for v in variants}
         for _ in range(args.repeats):
-            for name, (cwd, e) in variants.items():
-                times[name].append(wall(cwd, e))
-    base = statistics.median(next(iter(times.values())))
-    print(f"python -m harness_lib run plan, wall time, {args.repeats} alternating runs; load average "
-          f"{os.getloadavg()[0]:.2f}")
-    for name, ms in times.items():
-        med = statistics.median(ms)
-        print(f"  {name:28s} median {med:6.0f} ms  (range {min(ms):.0f}-{max(ms):.0f})  ratio to before "
-              f"{med / base:.2f}")
+            for (command, name), (cwd, e) in variants.items():
+                times[command, name].append(timed(command, cwd, e))
+    print(f"python -m harness_lib COMMAND, {args.repeats} alternating runs; load average {os.getloadavg()[0]:.2f}")
+    for command in COMMANDS:
+        base = statistics.median(w for w, _ in times[command, f"before ({args.before})"])
+        for (c, name), runs in times.items():
+            if c != command:
+                continue
+            wall, cpu = [w for w, _ in runs], [u for _, u in runs]
+            print(f"  {command:9s} {name:22s} wall median {statistics.median(wall):6.0f} ms (range {min(wall):.0f}-"
+                  f"{max(wall):.0f}), ratio to before {statistics.median(wall) / base:.2f};  CPU median "
+                  f"{statistics.median(cpu):5.0f} ms")
     return 0
 
 

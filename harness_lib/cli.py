@@ -15,7 +15,6 @@ goes through ``terminal.visible``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import json
@@ -28,14 +27,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from . import budget, ledger, numbers
+from .dedupe import DEDUPE
 from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
-from .loop import DEDUPE, POLICIES, Options, run
+from .policy import POLICIES
 from .pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing, add, dollars
 from .state import (
     DecisionError,
@@ -55,6 +54,12 @@ from .stops import Stop
 from .terminal import Quoted, json_safe, quoted_lines, visible
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio, httpx and the loop are imported where a command uses them, not here: `--help`, a usage error and
+# `serve` never pay for them (python -m benchmarks.coldstart).
 
 
 def summary(state: RunState, scenario: str, wall_ms: float, priced: bool = True) -> dict:
@@ -163,6 +168,7 @@ def endpoint_options(q, saved):
 
 def served_models(base_url: str, api_key: str) -> list[dict] | None:
     """What ``GET {base_url}/models`` lists (every server here answers it), or None if it cannot say."""
+    import httpx
     try:
         r = httpx.get(base_url.rstrip("/") + "/models", timeout=2.0, trust_env=False,
                       headers={"Authorization": f"Bearer {api_key}"})
@@ -446,6 +452,7 @@ def _on_signals(task: asyncio.Task, heard: list[int]):
     in flight is saved, so no turn is paid and lost); a second one, or ``GRACE_S`` later, cancels it now;
     any more are ignored. The handlers are Python's own (not the loop's), and the ones before are put
     back in one step when the run ends, so there is no instant at which a signal kills the process."""
+    import asyncio
     loop = asyncio.get_running_loop()
 
     def heard_one(signum: int):
@@ -474,6 +481,9 @@ def _on_signals(task: asyncio.Task, heard: list[int]):
 
 async def _drive(state: RunState, tools: list, args, config: dict, base_url: str,
                  state_dir) -> tuple[RunState, float, list[int]]:
+    import asyncio
+
+    from .loop import Options, run
     heard: list[int] = []
 
     def signalled(s: RunState):
@@ -591,6 +601,7 @@ def _reserve(state_dir, run_id: str):
 
 
 def _go(state: RunState, workspace: Workspace, args, state_dir) -> tuple[RunState, float, list]:
+    import asyncio
     # (--local-model: this process's own server, wherever the saved base_url pointed when it was made)
     with endpoint({**state.config, "base_url": getattr(args, "local_base_url", None) or state.config["base_url"]}) \
             as base_url:

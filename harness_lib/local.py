@@ -37,8 +37,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import httpx
-
 from . import local_format
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -291,6 +289,7 @@ class LocalModel:
         raise AssertionError("unreachable")
 
     def _spawn_and_wait(self, path: Path, attempt: int):
+        import httpx  # here: the command line imports this module for its errors, a run without it never waits
         args = [*(self.command or SERVER), *server_args(path, self.host, self.port, chat_format=self.chat_format,
                                                         n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
                                                         prompt_log=Path(self._logdir.name) / "prompts.jsonl",

@@ -30,7 +30,6 @@ This module imports nothing at load time but the standard library (the core impo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -54,7 +53,9 @@ class FakeModel:
 
     async def complete(self, model: str, messages: list[Message], tools: list[Message] | None = None,
                        **extra: Any) -> dict[str, Any]:
-        from .tokens import usage  # here, not at the top: the core imports this module for its crash seam
+        import asyncio  # (these two here, not at the top: the core imports this module for its crash seam)
+
+        from .tokens import usage
 
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if self.before is not None:

