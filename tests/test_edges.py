@@ -1,0 +1,237 @@
+"""Each rule of the core at its edge, pinned by a direct, fast test of its own (issue 25).
+
+Fifteen small bugs planted in the core got through, or were caught only by a slow test or by a figure
+that happens to depend on them. Each test here fails with one of them put back (the commit that added it
+says so); ``docs/mutation.md`` lists the mutants a tool found beside them, and which test kills each.
+
+* a spend equal to the budget stops the run (``stops.max_budget``: ``>=``, not ``>``), and a turn count
+  equal to the cap does (``stops.max_turns``), also on resume, before anything is paid;
+* a Stop pressed without a message is ``{"type": "cancelled", "reason": "cancelled"}`` (``loop.run``);
+* the dedupe gate never answers a write from the cache, under ``"read-only"`` (``dedupe.applies``);
+* a write never runs without its own approval, whatever was rejected before it (``loop.run``);
+* the command line holds the run's lock for as long as it runs the loop (``cli._owner``, ``lock.py``);
+* the ledger refuses a state file that forgot its subagents' spend, and accepts one that kept it
+  (``ledger.check``: the total with the children's, ``totalCostUsd``, not the run's own);
+* the trace's ``costUsd`` on a turn line is the spend with that turn in it, children's included
+  (``reply.record``), never one turn behind.
+"""
+
+import asyncio
+import json
+
+import pytest
+
+from harness_lib import cli, dedupe, ledger
+from harness_lib.ledger import LedgerError
+from harness_lib.lock import RunLock, RunLockError
+from harness_lib.loop import Options, run
+from harness_lib.state import approve, load, new_run, reject, save
+from harness_lib.subagent import research_tool
+from harness_lib.testing import FakeModel, asks, call
+from harness_lib.tools import Tool, string_params
+from harness_lib.trace import Trace
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
+
+TURN_1 = 0.000684  # what turn 1 of `plan` and of `runaway` costs at the chapter's prices
+TURN_2_RUNAWAY = 0.000814
+
+
+def scripted(provider, scenario, state=None, tools=None, **options):
+    trace = Trace(timestamps=False)
+    state = state or new_run(SYSTEM_PROMPT, TASK, scenario)
+    out = asyncio.run(run(state, tools if tools is not None else Workspace.copy_of().tools(),
+                          Options(base_url=provider.base_url, trace=trace, **options)))
+    return out, trace.events
+
+
+def played(model, tools, state=None, **options):
+    trace = Trace(timestamps=False)
+    state = state or new_run(SYSTEM_PROMPT, TASK, "fake")
+    out = asyncio.run(_in_a_task(run(state, tools, Options(client=model, trace=trace, **options))))
+    return out, trace.events
+
+
+async def _in_a_task(coro):
+    """Its own task, so a Stop pressed inside (``current_task().cancel()``) cancels the run and nothing else."""
+    return await asyncio.ensure_future(coro)
+
+
+class Counted:
+    """Tools that count how often each call id really ran: ``write`` (a write that needs approval),
+    ``store`` (a write that does not) and ``look`` (a read)."""
+
+    def __init__(self):
+        self.runs: dict[str, int] = {}
+
+    def tools(self) -> list[Tool]:
+        async def ran(args, ctx):
+            self.runs[ctx.call_id] = self.runs.get(ctx.call_id, 0) + 1
+            return f"did {args.get('text')} as {ctx.call_id}"
+        return [Tool("write", "Writes; needs approval.", ran, string_params("text"), needs_approval=True),
+                Tool("store", "Writes.", ran, string_params("text")),
+                Tool("look", "Reads.", ran, string_params("text"), read_only=True)]
+
+
+def delegated(provider):
+    """The ``delegate`` run: a parent whose research subagent (``plan``) runs inside its first tool call."""
+    ws = Workspace.copy_of()
+    return scripted(provider, "delegate", tools=[research_tool(ws.tools(), provider.base_url, "plan"), *ws.tools()])
+
+
+def stopped_line(events) -> dict:
+    [line] = [e for e in events if e["type"] == "run_stopped"]
+    return line
+
+
+# -- the budget and the cap, at their edges -------------------------------------------------------------------
+@pytest.mark.parametrize("scenario", ["plan", "runaway"])
+def test_a_spend_equal_to_the_budget_stops_the_run(provider, scenario):
+    s, events = scripted(provider, scenario, max_budget_usd=TURN_1)
+    assert s.per_turn[0]["cost_usd"] == TURN_1 == s.own_cost_usd  # the spend is the budget, exactly
+    assert (s.status, s.turns, s.interruption) == ("budget_exceeded", 1, {"type": "max_budget"})
+    assert stopped_line(events)["costUsd"] == TURN_1
+
+
+def test_a_spend_a_hair_under_the_budget_pays_for_one_more_turn(provider):
+    s, _ = scripted(provider, "runaway", max_budget_usd=TURN_1 + 1e-9)
+    assert (s.status, s.turns) == ("budget_exceeded", 2)
+    s, _ = scripted(provider, "runaway", max_budget_usd=round(TURN_1 + TURN_2_RUNAWAY, 6))
+    assert (s.status, s.turns, s.own_cost_usd) == ("budget_exceeded", 2, round(TURN_1 + TURN_2_RUNAWAY, 6))
+
+
+def test_a_turn_count_equal_to_the_cap_stops_the_run_and_a_resume_at_the_cap_pays_nothing(provider):
+    s, _ = scripted(provider, "runaway", max_turns=2)
+    assert (s.status, s.turns, s.interruption) == ("max_turns_exceeded", 2, {"type": "max_turns"})
+    requests = provider.requests
+    for cap in (2, 1):  # at the cap, and a cap the run is already past: stop at once
+        s, events = scripted(provider, "runaway", state=s, max_turns=cap)
+        assert (s.status, s.turns) == ("max_turns_exceeded", 2) and provider.requests == requests
+        assert [e["type"] for e in events if e["type"] == "turn"] == []
+    s, _ = scripted(provider, "runaway", state=s, max_turns=3)  # one more turn, exactly
+    assert (s.status, s.turns) == ("max_turns_exceeded", 3) and provider.requests == requests + 1
+
+
+def test_a_resume_with_the_spend_at_the_budget_pays_nothing(provider):
+    s, _ = scripted(provider, "runaway", max_turns=2)
+    spent, requests = s.own_cost_usd, provider.requests
+    s, _ = scripted(provider, "runaway", state=s, max_budget_usd=spent)
+    assert (s.status, s.turns, s.own_cost_usd, provider.requests) == ("budget_exceeded", 2, spent, requests)
+
+
+# -- Stop without a message -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["model call", "tool"])
+def test_a_stop_without_a_message_says_cancelled(where):
+    async def stops_itself(args, ctx):
+        asyncio.current_task().cancel()  # no message: what task.cancel() in a reader's code sends
+        await asyncio.sleep(5)
+        return "never"
+
+    def before(turn):
+        if where == "model call" and turn == 1:
+            asyncio.current_task().cancel()
+    model = FakeModel([asks(call("c1", "look", {"text": "a"})), asks(call("c2", "hang", {}))], before=before)
+    tools = [*Counted().tools(), Tool("hang", "Hangs.", stops_itself, read_only=True)]
+    s, events = played(model, tools)
+    assert (s.status, s.interruption) == ("interrupted", {"type": "cancelled", "reason": "cancelled"})
+    assert stopped_line(events)["reason"] == "cancelled" and s.turns == (1 if where == "model call" else 2)
+
+
+# -- the dedupe gate ------------------------------------------------------------------------------------------
+def test_the_dedupe_gate_lets_the_cache_answer_reads_only():
+    assert [dedupe.applies(rule, read_only) for rule in ("off", "read-only", "all") for read_only in (True, False)] \
+        == [False, False, True, False, True, True]
+
+
+@pytest.mark.parametrize("rule,store_runs,look_runs", [("read-only", 2, 1), ("all", 1, 1), ("off", 2, 2)])
+def test_a_repeated_write_runs_again_under_the_read_only_gate(rule, store_runs, look_runs):
+    tools = Counted()
+    model = FakeModel([asks(call("s1", "store", {"text": "x"}), call("l1", "look", {"text": "y"})),
+                       asks(call("s2", "store", {"text": "x"}), call("l2", "look", {"text": "y"}))])
+    s, events = played(model, tools.tools(), dedupe=rule)
+    assert s.status == "completed"
+    assert (sum(tools.runs.get(c, 0) for c in ("s1", "s2")), sum(tools.runs.get(c, 0) for c in ("l1", "l2"))) \
+        == (store_runs, look_runs)
+    cached = [r["callId"] for r in s.tool_log if r.get("cached")]
+    assert cached == [c for c, n in (("s2", store_runs), ("l2", look_runs)) if n == 1]
+
+
+# -- approval ---------------------------------------------------------------------------------------------------
+def test_a_write_after_a_rejected_one_still_asks_for_its_own_approval(tmp_path):
+    tools = Counted()
+    model = FakeModel([asks(call("w1", "write", {"text": "first"})), asks(call("w2", "write", {"text": "second"})),
+                       {"role": "assistant", "content": "done"}])
+    s, _ = played(model, tools.tools(), state_dir=tmp_path)
+    assert s.interruption["type"] == "approval" and s.interruption["callId"] == "w1"
+    s, _ = played(model, tools.tools(), state=reject(load(tmp_path, s.run_id), "w1", "no"), state_dir=tmp_path)
+    assert (s.status, s.interruption["type"], s.interruption["callId"]) == ("interrupted", "approval", "w2")
+    assert tools.runs == {}  # neither the rejected write nor the one after it ran
+    s, _ = played(model, tools.tools(), state=approve(load(tmp_path, s.run_id), "w2"), state_dir=tmp_path)
+    assert s.status == "completed" and tools.runs == {"w2": 1}
+
+
+def test_a_write_after_an_approved_one_still_asks_for_its_own_approval():
+    tools = Counted()
+    model = FakeModel([asks(call("w1", "write", {"text": "first"})), asks(call("w2", "write", {"text": "second"}))])
+    s, _ = played(model, tools.tools())
+    s, _ = played(model, tools.tools(), state=approve(s, "w1"))
+    assert (s.status, s.interruption["callId"], tools.runs) == ("interrupted", "w2", {"w1": 1})
+
+
+# -- the run's lock, held by the command line while it runs -----------------------------------------------------
+def test_the_command_line_holds_the_runs_lock_while_the_loop_runs(provider, tmp_path, monkeypatch, capsys):
+    """A second owner is refused for as long as ``run`` and ``resume`` run the loop (in-process: a second open
+    of the lock file stands for another process), and the lock is free once they return. Fails if the lock
+    is let go as soon as it is taken: the operator campaign's resume+resume race then pays turns twice."""
+    held = []
+
+    async def watched(state, tools, opts):
+        try:
+            RunLock(tmp_path, "r").__enter__().release()
+            held.append(False)
+        except RunLockError:
+            held.append(True)
+        return await real(state, tools, opts)
+    real = cli.run
+    monkeypatch.setattr(cli, "run", watched)
+    common = ["--state-dir", str(tmp_path), "--base-url", provider.base_url, "--json"]
+    assert cli.main(["run", "runaway", "--run-id", "r", "--max-turns", "1", *common]) == 0
+    assert cli.main(["resume", "r", "--max-turns", "2", *common]) == 0
+    assert held == [True, True]
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["turns"] == 2
+    with RunLock(tmp_path, "r"):  # free again
+        pass
+
+
+# -- the ledger: the subagents' spend -------------------------------------------------------------------------
+def test_the_ledger_counts_the_subagents_spend(provider, tmp_path):
+    s, _ = delegated(provider)
+    (child,) = s.subruns
+    assert child["costUsd"] > 0 and s.total_cost_usd > s.own_cost_usd
+    ledger.bind(tmp_path, s)
+    ledger.append(tmp_path, s, "spent", turns=s.turns, costUsd=s.own_cost_usd, totalCostUsd=s.total_cost_usd)
+    same = dict  # the options as saved (the command line puts them in their current form first)
+    ledger.check(tmp_path, s, same)  # the state as this process left it: accepted
+    save(s, tmp_path)
+    forgot = load(tmp_path, s.run_id)
+    forgot.subruns[0]["costUsd"] = 0.0  # the children's spend forgotten; the run's own left as it was
+    with pytest.raises(LedgerError, match=r"with its subagents' runs, less than the \$0\.00"):
+        ledger.check(tmp_path, forgot, same)
+
+
+# -- the trace's running cost ---------------------------------------------------------------------------------------
+def test_each_turn_line_says_the_spend_with_that_turn_in_it(provider):
+    s, events = scripted(provider, "plan")
+    running, spent = [e["costUsd"] for e in events if e["type"] == "turn"], 0.0
+    expected = []
+    for t in s.per_turn:
+        spent += t["cost_usd"]
+        expected.append(round(spent, 6))
+    assert running == expected and running[0] == TURN_1 and running[-1] == round(s.total_cost_usd, 6)
+
+
+def test_a_turn_line_after_a_subagent_counts_the_childs_spend(provider):
+    s, events = delegated(provider)
+    parent = [e for e in events if e["type"] == "turn" and e["runId"] == s.run_id]
+    assert len(s.subruns) == 1 and s.subruns[0]["costUsd"] > 0
+    assert [e["costUsd"] for e in parent] == [round(s.per_turn[0]["cost_usd"], 6), round(s.total_cost_usd, 6)]
+    assert parent[-1]["costUsd"] > round(s.own_cost_usd, 6)  # with the child's spend, not the parent's own
