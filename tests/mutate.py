@@ -34,7 +34,8 @@ MUTMUT = Path(sys.executable).parent / "mutmut"  # the `mutate` extra's, beside 
 # Each module's own fast tests: the file that tests it and the files whose runs act its rules out. Slow
 # tests (the campaigns, child processes) are left out: `-m "not slow"`.
 MODULES: dict[str, list[str]] = {
-    "loop": ["test_loop", "test_edges", "test_properties", "test_crash", "test_faults", "test_bad_input"],
+    "loop": ["test_loop", "test_edges", "test_properties", "test_crash", "test_faults", "test_bad_input", "test_stops",
+             "test_strict_budget", "test_conformance", "test_journal"],
     "stops": ["test_stops", "test_edges", "test_loop"],
     "budget": ["test_strict_budget", "test_edges"],
     "dedupe": ["test_loop", "test_edges", "test_crash"],

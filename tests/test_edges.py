@@ -17,18 +17,20 @@ says so); ``docs/mutation.md`` lists the mutants a tool found beside them, and w
 """
 
 import asyncio
+import errno
 import json
+import os
 
 import pytest
 
-from harness_lib import cli, dedupe, ledger
+from harness_lib import cli, dedupe, ledger, stops
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
 from harness_lib.state import approve, load, new_run, reject, save
 from harness_lib.subagent import research_tool
 from harness_lib.testing import FakeModel, asks, call
-from harness_lib.tools import Tool, string_params
+from harness_lib.tools import Tool, permanent, string_params
 from harness_lib.trace import Trace
 from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
 
@@ -66,6 +68,7 @@ class Counted:
     def tools(self) -> list[Tool]:
         async def ran(args, ctx):
             self.runs[ctx.call_id] = self.runs.get(ctx.call_id, 0) + 1
+            await asyncio.sleep(0.002)  # long enough to show in the record's milliseconds
             return f"did {args.get('text')} as {ctx.call_id}"
         return [Tool("write", "Writes; needs approval.", ran, string_params("text"), needs_approval=True),
                 Tool("store", "Writes.", ran, string_params("text")),
@@ -235,3 +238,128 @@ def test_a_turn_line_after_a_subagent_counts_the_childs_spend(provider):
     assert len(s.subruns) == 1 and s.subruns[0]["costUsd"] > 0
     assert [e["costUsd"] for e in parent] == [round(s.per_turn[0]["cost_usd"], 6), round(s.total_cost_usd, 6)]
     assert parent[-1]["costUsd"] > round(s.own_cost_usd, 6)  # with the child's spend, not the parent's own
+
+
+# -- what the loop writes down: the trace's lines, the tool log's records, the saves ---------------------------
+def without_ms(events):
+    for e in events:
+        if "ms" in e:
+            assert isinstance(e["ms"], int) and e["ms"] >= 0, e
+    return [{k: v for k, v in e.items() if k not in ("ms", "runId")} for e in events if e["type"] != "turn"]
+
+
+def test_the_trace_says_each_step_with_the_chapters_fields(tmp_path):
+    async def scan(args, ctx):
+        ctx.progress("half way")
+        return "scanned"
+    tools = [*Counted().tools(), Tool("scan", "Scans.", scan, read_only=True)]
+    model = FakeModel([asks(call("w1", "write", {"text": "a"}), call("s1", "scan", {})), asks(call("w2", "write", {})),
+                       {"role": "assistant", "content": "done"}])
+    s, first = played(model, tools, state_dir=tmp_path)
+    s, second = played(model, tools, state=approve(load(tmp_path, s.run_id), "w1"), state_dir=tmp_path)
+    s, third = played(model, tools, state=reject(load(tmp_path, s.run_id), "w2"), state_dir=tmp_path)
+    assert without_ms(first) == [
+        {"type": "approval_required", "toolName": "write", "args": '{"text":"a"}', "callId": "w1"},
+        {"type": "run_stopped", "status": "interrupted", "reason": "approval", "turns": 1, "costUsd": s.per_turn[0]
+         ["cost_usd"]}]
+    assert without_ms(second) == [
+        {"type": "tool_start", "toolName": "write", "args": '{"text":"a"}', "callId": "w1"},
+        {"type": "tool_result", "toolName": "write", "ok": True, "callId": "w1"},
+        {"type": "tool_start", "toolName": "scan", "args": "{}", "callId": "s1"},
+        {"type": "tool_progress", "toolName": "scan", "label": "half way"},
+        {"type": "tool_result", "toolName": "scan", "ok": True, "callId": "s1"},
+        {"type": "approval_required", "toolName": "write", "args": "{}", "callId": "w2"},
+        {"type": "run_stopped", "status": "interrupted", "reason": "approval", "turns": 2,
+         "costUsd": round(s.per_turn[0]["cost_usd"] + s.per_turn[1]["cost_usd"], 6)}]
+    assert without_ms(third)[0] == {"type": "tool_result", "toolName": "write", "ok": False, "callId": "w2",
+                                    "rejected": True}
+    assert without_ms(third)[-1] == {"type": "run_stopped", "status": "completed", "reason": "completed",
+                                     "turns": 3, "costUsd": round(s.total_cost_usd, 6)}
+    assert {e["runId"] for e in first + second + third} == {s.run_id}
+
+
+def test_run_stopped_names_the_condition_or_the_error():
+    model = FakeModel([asks(call("l1", "look", {"text": "a"}))] * 3)
+    s, events = played(model, Counted().tools(), stops=[stops.when(lambda st: st.turns >= 1, "one is enough")])
+    assert stopped_line(events) == {"runId": s.run_id, "type": "run_stopped", "status": "interrupted",
+                                    "reason": "stop_condition", "turns": 1, "costUsd": round(s.total_cost_usd, 6),
+                                    "condition": "when", "why": "one is enough"}
+    s, events = played(FakeModel([asks(call("x", "nope", {}))]), Counted().tools(), tool_errors="fatal")
+    assert stopped_line(events)["error"] == s.error == "nope: unknown tool 'nope'; the tools are: write, store, look"
+
+
+def test_each_answer_is_recorded_with_what_it_was():
+    """ok and the flags of each kind of answer: the stop conditions, the cache and tool_runs read them."""
+    async def denied(args, ctx):
+        await asyncio.sleep(0.002)
+        raise permanent(PermissionError("denied"))
+    tools = [*Counted().tools(), Tool("locked", "Fails for good.", denied, read_only=True),
+             Tool("again", "A write that honours its key.", Counted().tools()[1].run, idempotent=True)]
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages.append(asks(call("u1", "store", {"text": "x"}), call("i1", "again", {})))
+    state.started += ["u1", "i1"]  # writes begun by a process that died
+    replies = [state.messages[-1],
+               asks(call("l1", "look", {"text": "y"}), call("l2", "look", {"text": "y"}), call("p1", "locked", {})),
+               asks(call("w1", "write", {"text": "z"})), asks(call("s1", "store", {"text": "x"}))]
+    model = FakeModel(replies)
+    s, events = played(model, tools, state=state, dedupe="all")
+    s, _ = played(model, tools, state=reject(s, "w1"), dedupe="all")
+    log = {r["callId"]: {k: v for k, v in r.items() if k not in ("callId", "toolName", "args", "signature")}
+           for r in s.tool_log}
+    ms = {c: r.pop("ms") for c, r in log.items()}  # what ran took its time (2 ms and more); what did not, none
+    assert {c: 2 <= v < 5000 for c, v in ms.items()} == {"u1": False, "i1": True, "l1": True, "l2": False,
+                                                         "p1": True, "w1": False, "s1": True}
+    assert ms["u1"] == ms["l2"] == ms["w1"] == 0
+    assert log == {"u1": {"ok": False, "unknownOutcome": True}, "i1": {"ok": True, "rerun": True},
+                   "l1": {"ok": True}, "l2": {"ok": True, "cached": True}, "p1": {"ok": False, "permanent": True},
+                   "w1": {"ok": False, "rejected": True}, "s1": {"ok": True}}  # s1: an unknown outcome is no answer
+    assert s.started == ["u1", "i1", "s1"] and s.tool_runs == 5
+    assert [e.get("rerun") for e in events if e["type"] == "tool_start"] == [True, None, None]
+
+
+def test_a_call_with_empty_arguments_runs_with_none():
+    tools = Counted()
+    s, _ = played(FakeModel([asks(call("l1", "look", ""))]), tools.tools())
+    assert s.status == "completed" and tools.runs == {"l1": 1} and s.tool_log[0]["ok"]
+
+
+def test_every_paid_turn_and_every_write_begun_is_on_disk_before_the_run_goes_on(tmp_path, monkeypatch):
+    """Synced, not only written: a power cut may lose a read's result, never a paid turn or a write's start."""
+    synced, seen = [], []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(True)
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    async def store(args, ctx):
+        seen.append(("write runs", bool(synced)))
+        return "stored"
+
+    def before(turn):
+        seen.append((f"call {turn}", bool(synced)))
+        synced.clear()
+    model = FakeModel([asks(call("s1", "store", {})), asks(call("l1", "look", {"text": "a"}))], before=before)
+    tools = [Tool("store", "Writes.", store), *Counted().tools()[2:]]
+    s, _ = played(model, tools, state_dir=tmp_path)
+    assert s.status == "completed"
+    assert seen == [("call 0", True), ("write runs", True), ("call 1", True), ("call 2", True)]
+
+
+def test_a_disk_that_fills_up_stops_the_run_and_says_so(tmp_path, monkeypatch):
+    from harness_lib import loop
+    saves = []
+
+    def full(state, directory, sync=True):
+        saves.append(state.turns)
+        if len(saves) > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(state, directory, sync=sync)
+    real = loop.save
+    monkeypatch.setattr(loop, "save", full)
+    s, events = played(FakeModel([asks(call("l1", "look", {"text": "a"}))] * 5), Counted().tools(),
+                       state_dir=tmp_path)
+    assert (s.status, s.interruption) == ("interrupted", {"type": "cancelled", "reason": s.error})
+    assert s.error == "cannot write the run's files: [Errno 28] No space left on device" and s.turns == 1
+    assert load(tmp_path, s.run_id).turns == 1  # the paid turn was saved before the disk filled
