@@ -1,11 +1,11 @@
 # Two commands a reader needs: `make chapter` recomputes the whole chapter, `make test` checks it;
-# `make lab` opens the notebooks.
+# `make lab` opens the notebooks (`make lab NOTEBOOKS=bg` or `NOTEBOOKS=hu`: in Bulgarian or Hungarian).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test check bench lab clean local mutate
+.PHONY: chapter test check bench lab translations clean local mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
+# The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
+	$(BIN)/python -m harness_lib.chapter.translations build
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
@@ -39,10 +41,28 @@ mutate: $(MUTATE_STAMP)
 
 # Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
 # before a user's own kernelspecs, so "python3" is the kernel this environment installed).
+# `make lab NOTEBOOKS=bg` (or hu) opens the Bulgarian (Hungarian) notebooks, notebooks/bg, with the English one
+# folder up. Not LANG or LANGUAGE, the locale variables a shell already sets, and only a value given on make's
+# command line counts: a NOTEBOOKS inherited from the environment is ignored. JupyterLab's own menus stay in
+# English: there is no Bulgarian language pack, and the Hungarian one on PyPI holds no translated strings.
+LAB_LANGUAGES := en bg hu
+LAB_NOTEBOOKS := $(if $(filter command line,$(origin NOTEBOOKS)),$(strip $(NOTEBOOKS)),en)
+ifneq ($(filter lab,$(MAKECMDGOALS)),)
+ifneq ($(filter-out $(LAB_LANGUAGES),$(LAB_NOTEBOOKS))$(filter-out 1,$(words $(LAB_NOTEBOOKS))),)
+$(error NOTEBOOKS=$(LAB_NOTEBOOKS): choose one of $(LAB_LANGUAGES))
+endif
+endif
 lab: $(STAMP)
 	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(BIN)/python -m jupyterlab --ServerApp.ip=127.0.0.1 \
 		--ServerApp.root_dir=$(CURDIR)/notebooks --MappingKernelManager.default_kernel_name=python3 \
+		$(if $(filter-out en,$(LAB_NOTEBOOKS)),--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOKS)) \
 		$(if $(filter 0,$(shell id -u)),--allow-root)
+
+# The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown into
+# locale/*/LC_MESSAGES/notebooks.po (a changed cell's translation marked fuzzy), then notebooks/bg and notebooks/hu
+# rebuilt from the English notebooks as executed and the translations.
+translations: $(STAMP)
+	$(BIN)/python -m harness_lib.chapter.translations
 
 # The peer comparison (benchmarks/RESULTS.md); the peers come with the bench extra. The provider's own
 # figures: python -m benchmarks.provider
@@ -50,12 +70,15 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m benchmarks --write
 
-# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~10 minutes on two
+# Section 12 with a real local model: the `local` extra. llama-cpp-python builds from source (~4 minutes on two
 # cores), once: pip keeps the wheel in its cache (`pip cache remove llama_cpp_python` forces a rebuild).
 # A portable build, not -march=native: ggml's x86-64-v3 baseline (AVX2, FMA, F16C, BMI2) without AVX-512,
 # stepped down on a CPU without AVX2 or AVX. A native build crashed in decode on an AVX-512 machine (README).
 CPU_FLAGS := $(shell cat /proc/cpuinfo 2>/dev/null | grep -m1 '^flags')
-LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF \
+# Only what the server loads: libllama and libggml (local-build.cmake says why); ggml's build uses ccache or
+# sccache by itself when one is on the PATH.
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DLLAVA_BUILD=OFF \
+	-DCMAKE_PROJECT_INCLUDE='$(CURDIR)/local-build.cmake' \
 	$(if $(CPU_FLAGS),$(if $(filter avx2,$(CPU_FLAGS)),,-DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF)) \
 	$(if $(CPU_FLAGS),$(if $(filter avx,$(CPU_FLAGS)),,-DGGML_AVX=OFF -DGGML_F16C=OFF))
 LOCAL_STAMP := $(VENV)/.local-installed

@@ -20,7 +20,10 @@ After the reply (``settle``):
   reason, and the cut text is kept out of the transcript (it is in the interruption, ``cutReply``), so
   nothing presents it as an answer and a run resumed with more money asks the model again;
 * a provider that billed more completion tokens than the ``max_tokens`` it was sent did not honour it:
-  the guarantee rests on it, so the run ends ``failed`` saying so (whether or not this turn crossed);
+  the guarantee rests on it, so the run ends ``failed`` saying so (whether or not this turn crossed); so
+  does one whose usage is not a count of what was sent: a prompt or a reply billed at under half the
+  tokens counted here (and 16 more), which no tokenizer explains, would let a reply far past
+  ``max_tokens`` look honoured and the money spent look smaller than it was;
 * a prompt billed above the local estimate that took the run over the budget ends it ``failed`` too,
   saying by how much the estimate was short (raise ``strict_margin``). Below the budget, the trace
   records the shortfall (``strict_budget`` lines carry the estimate beside the turn's billed count).
@@ -38,8 +41,10 @@ import math
 from dataclasses import dataclass
 
 from . import numbers, tokens
-from .pricing import Pricing
+from .pricing import Pricing, add, dollars
 from .stops import Stop
+
+MAX_MARGIN = 10.0  # count at most 11 times the local tokenizer's prompt (Japanese on cl100k needed 0.342)
 
 
 def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=None) -> None:
@@ -48,7 +53,7 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=No
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
     if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
         raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
-    numbers.check("strict_margin", margin,
+    numbers.check("strict_margin", margin, at_most=MAX_MARGIN,
                   hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
     if not strict:
         return
@@ -81,8 +86,8 @@ class Allowance:
 
 def spent_after(state, pricing: Pricing, prompt: int, completion: int) -> float:
     """The run's total spend once a turn of these tokens is recorded, with the same arithmetic as
-    ``reply.record`` (rounded to 1e-12 dollars), so "fits" here means "fits" once paid."""
-    return round(round(state.own_cost_usd + pricing.cost(prompt, completion), 12) + state.subrun_cost_usd, 12)
+    ``reply.record`` (exact, never below: ``pricing.add``), so "fits" here means "fits" once paid."""
+    return add(add(state.own_cost_usd, pricing.cost(prompt, completion)), state.subrun_cost_usd)
 
 
 def _most_output(state, pricing: Pricing, prompt: int, budget: float) -> int:
@@ -115,17 +120,17 @@ def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
     budget, pricing, margin, ceiling = opts.max_budget_usd, opts.pricing, opts.strict_margin, opts.strict_max_tokens
     counted = tokens.prompt_tokens(state.messages, schemas)
     prompt = math.ceil(counted * (1 + margin))
-    left = round(budget - state.total_cost_usd, 12)
-    dollars = f"${left:.6f} of the ${budget:g} budget left"
+    left = add(budget, -state.total_cost_usd)
+    money = f"${dollars(left)} of the ${budget:g} budget left"
     hit: Allowance | Stop
     if spent_after(state, pricing, prompt, 0) > budget:
         hit = _refuse(f"refused before paying: the prompt alone ({prompt:,} tokens, "
-                      f"${pricing.cost(prompt, 0):.6f}) would cross the budget ({dollars})", prompt_tokens=prompt)
+                      f"${dollars(pricing.cost(prompt, 0))}) would cross the budget ({money})", prompt_tokens=prompt)
     elif pricing.usd_per_output_token == 0:
         hit = Allowance(counted, prompt, ceiling, left)
     elif (most := _most_output(state, pricing, prompt, budget)) < 1:
         hit = _refuse(f"refused before paying: after the prompt ({prompt:,} tokens) the money left buys no "
-                      f"output token ({dollars})", prompt_tokens=prompt)
+                      f"output token ({money})", prompt_tokens=prompt)
     else:
         hit = Allowance(counted, prompt, most if ceiling is None else min(most, ceiling), left, most)
     trace.emit(state.run_id, "strict_budget", turn=state.turns + 1, promptCounted=counted, promptAssumed=prompt,
@@ -137,12 +142,16 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
     """After the reply, once it is recorded (paid): the stop the turn calls for, if any."""
     budget = opts.max_budget_usd
     over = state.total_cost_usd > budget
-    spent = f"${state.total_cost_usd:.6f} spent of the ${budget:g} budget"
+    spent = f"${dollars(state.total_cost_usd)} spent of the ${budget:g} budget"
     if allowed.max_tokens is not None and turn.completion_tokens > allowed.max_tokens:
         return Stop("failed", error=f"the provider did not honour max_tokens: it was sent max_tokens="
                                     f"{allowed.max_tokens} and billed {turn.completion_tokens} completion tokens "
                                     f"({spent}{', over it' if over else ''}); the strict budget cannot be kept "
                                     f"against this provider")
+    if not turn.estimated and (short := _underbilled(allowed.counted, turn)):
+        return Stop("failed", error=f"the provider's usage does not count what was sent: it billed {short} "
+                                    f"({spent}); a budget kept on such counts is not kept, so the strict budget "
+                                    f"cannot be kept against this provider")
     if over:
         need = margin_for(allowed.counted, turn.prompt_tokens)
         return Stop("failed", error=f"the strict budget's prompt estimate was short: the server billed "
@@ -158,6 +167,20 @@ def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
                        f"{allowed.max_tokens} tokens{short}; {spent}): paid and recorded, not an answer",
                        cutReply=cut)
     return None
+
+
+UNDERBILLED = 2  # a count under half of this harness's (and 16 tokens) is not another tokenizer's: it is wrong
+
+
+def _underbilled(counted: int, turn) -> str | None:
+    """What the provider billed far below what this harness counts in the request it sent and the reply it
+    received (no tokenizer differs from o200k_base by a factor of two), said; None when the counts are
+    plausible. The check of max_tokens and of the budget rests on those counts."""
+    received = tokens.completion_tokens(turn.message)
+    pairs = (("prompt", turn.prompt_tokens, counted), ("completion", turn.completion_tokens, received))
+    short = [f"{billed:,} {kind} tokens for {ours:,} counted here" for kind, billed, ours in pairs
+             if ours > UNDERBILLED * billed + 16]
+    return " and ".join(short) or None
 
 
 def margin_for(counted: int, billed: int) -> float:

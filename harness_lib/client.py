@@ -7,12 +7,13 @@ time; and a body larger than ``max_response_bytes`` is refused, never buffered w
 
 Failures are sorted into the two kinds that need opposite responses:
 
-* passing ones (429, 502, 503, 504, a refused or dropped connection, a missed deadline) are retried, a
-  bounded number of times, after ``Retry-After`` (seconds or an HTTP date) or a jittered exponential
-  backoff; each retry is reported to ``on_retry``. A server still loading its model (503 "Loading model",
-  llama.cpp's answer while it reads the weights) is waited for, visibly, up to ``load_wait_s`` seconds,
-  without using up the retries. A refused request is never billed, so a retry cannot pay twice (a timed-out
-  one may have been: the provider may finish work the client stopped waiting for);
+* passing ones (429, 502, 503, 504, a refused or dropped connection, a missed deadline, a stream that
+  ends without its ``finish_reason`` and ``[DONE]``) are retried, a bounded number of times, after
+  ``Retry-After`` (seconds or an HTTP date) or a jittered exponential backoff; each retry is reported to
+  ``on_retry``. A server still loading its model (503 "Loading model", llama.cpp's answer while it reads
+  the weights) is waited for, visibly, up to ``load_wait_s`` seconds, without using up the retries. A
+  refused request is never billed, so a retry cannot pay twice (a timed-out or cut one may have been: the
+  provider may finish work the client stopped waiting for);
 * final ones (400, 401, 403, 404, 500 and every other status, a body that is not JSON or too large)
   raise ``ModelError`` at once: the run ends as failed with the status and message, and is not resumable.
   A 500 is final because a retry does not fix it: llama.cpp answers ``tools param requires --jinja flag``
@@ -20,7 +21,9 @@ Failures are sorted into the two kinds that need opposite responses:
 
 With ``stream=True`` the request asks for server-sent events with ``stream_options: {"include_usage":
 true}``; text deltas go to ``on_text`` as they arrive, and the chunks are put back together into one chat
-completion, so the rest of the harness sees the same shape either way.
+completion, so the rest of the harness sees the same shape either way. A stream is an answer only when it
+ends as the protocol says, with a ``finish_reason`` and then ``data: [DONE]``; one that stops before is a
+dropped reply (retried, as a dropped connection is), never the text it got to send.
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ class ModelError(RuntimeError):
 
 class _TooLarge(Exception):
     pass
+
+
+class _CutShort(Exception):
+    """A stream that ended without the end the protocol gives it: a dropped reply, not an answer."""
 
 
 def _decode(raw: bytes, what: str):
@@ -200,7 +207,7 @@ class ModelClient:
         """Read server-sent events and put the chunks back together into one chat completion."""
         text: list[str] = []
         calls: list[dict[str, Any]] = []
-        finish, usage, size, buffer, done = None, None, 0, b"", False
+        finish, usage, size, buffer, done, events = None, None, 0, b"", False, 0
         self.shown = False  # whether this attempt put text on the screen (a retry then says so)
         async for piece in r.aiter_bytes():
             size += len(piece)
@@ -213,6 +220,7 @@ class ModelClient:
                 if not line.startswith(b"data:"):
                     continue  # comments, event names, keep-alives
                 data = line[5:].strip()
+                events += 1
                 if data == b"[DONE]":
                     done = True
                     break
@@ -248,8 +256,13 @@ class ModelClient:
                                      f"{data[:120].decode('utf-8', 'replace')!r}") from None
             if done:
                 break
-        if not done and not text and not calls and finish is None:
-            raise ModelError("the stream ended without a reply")
+        if not events:  # 200, then nothing: what a server that cannot stream this request may send
+            raise ModelError("the server answered the streamed request with an empty stream (HTTP 200, no "
+                             "event): it cannot stream this reply (llama-cpp-python's chatml-function-calling "
+                             "cannot when tools are offered); run without --stream")
+        if not done or finish is None:  # the protocol ends a reply with a finish_reason, then [DONE]
+            missing = " and ".join(w for w, gone in (("a finish_reason", finish is None), ("[DONE]", not done)) if gone)
+            raise _CutShort(f"the stream ended without {missing}")
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
         if calls:
             message["tool_calls"] = calls
@@ -279,6 +292,8 @@ class ModelClient:
             except _TooLarge:
                 raise ModelError(f"the provider's answer is larger than {self.max_response_bytes:,} bytes; "
                                  f"refused") from None
+            except _CutShort as e:  # cut short: what was streamed is not an answer; ask again, as for a drop
+                problem = f"{e}: cut short"
             except httpx.TransportError as e:  # refused, dropped: worth another try
                 problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 if isinstance(e, httpx.TimeoutException):

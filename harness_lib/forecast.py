@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import numbers
-from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
+from .pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing
 from .state import RunState
 from .trace import read
 
@@ -154,15 +154,18 @@ def _traced_unpriced(path: str, run_id: str | None) -> bool:
 
 
 def _usd(text: str) -> float:
+    """A price per million tokens, through the one number check, with a price's bounds."""
     import argparse
     import math
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not numbers.fine(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of dollars of at least 0, got {text}")
-    return value
+    try:
+        return numbers.check("price", value, at_most=MAX_PRICE, smallest=SMALLEST_PRICE, kind="a finite number "
+                             "of dollars", hint=" per million tokens")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("price ")) from None
 
 
 def main(argv: list[str] | None = None) -> int:

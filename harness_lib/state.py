@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from . import journal, testing
+from . import files, journal, testing
+from .pricing import add
 
 STATE_VERSION = 2  # 2: records in camelCase (``upgrade`` reads 1); a harness that reads 1 refuses a 2
 READS = (1, 2)
@@ -81,11 +82,11 @@ class RunState:
 
     @property
     def subrun_cost_usd(self) -> float:
-        return round(sum(s.get("costUsd", 0.0) for s in self.subruns), 12)
+        return add(*(s.get("costUsd", 0.0) for s in self.subruns))
 
     @property
     def total_cost_usd(self) -> float:
-        return round(self.own_cost_usd + self.subrun_cost_usd, 12)
+        return add(self.own_cost_usd, self.subrun_cost_usd)
 
     @property
     def resumable(self) -> bool:
@@ -201,7 +202,7 @@ def reserve_path(directory: str | Path, run_id: str) -> Path:
 def make_reserve(directory: str | Path, run_id: str, size: int) -> Path:
     """Set aside ``size`` bytes beside the state, for the save a full disk would otherwise refuse."""
     path = reserve_path(directory, run_id)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = files.create_own(path)  # anew, never through a link planted at its name (files.py)
     try:
         try:
             os.posix_fallocate(fd, 0, size)
@@ -295,7 +296,7 @@ def load(directory: str | Path, run_id: str) -> RunState:
     path = state_path(directory, run_id)
     jpath = journal_path(directory, run_id)
     try:
-        raw = path.read_bytes()
+        raw = files.read(path, files.MAX_STATE_BYTES, "a state file")  # never through a link, never too big
         data = json.loads(raw.decode())
     except FileNotFoundError:
         beside = f" (its journal {jpath.name} is there without it: refused)" if jpath.exists() else ""
@@ -356,7 +357,8 @@ def _count(v) -> bool:
 
 
 def _money(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1e9
+    # (a reply may claim 10^12 tokens, at up to $0.01 a token: a run the budget stopped must still load)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < _BIG
 
 
 def _text(v, optional=False) -> bool:
@@ -408,7 +410,7 @@ def check(data: dict, run_id: str) -> list[str]:
         if not _count(data.get(key)):
             p.append(f"{key} is not a whole number from 0 to 10^15")
     if not _money(data.get("cost_usd")):
-        p.append("cost_usd is not a number of dollars from 0 to 10^9")
+        p.append("cost_usd is not a number of dollars from 0 to 10^15")
     kinds = (("approved", list), ("started", list), ("rejected", dict), ("tool_log", list), ("per_turn", list),
              ("subruns", list), ("meta", dict), ("config", dict))
     for key, kind in kinds:
@@ -441,7 +443,7 @@ def check(data: dict, run_id: str) -> list[str]:
             p.append(f"tool_log[{i}] is not a tool run record")
     for i, r in enumerate(data.get("subruns", [])):
         if not (isinstance(r, dict) and _money(r.get("costUsd", 0))):
-            p.append(f"subruns[{i}] has no cost from 0 to 10^9")
+            p.append(f"subruns[{i}] has no cost from 0 to 10^15")
     for name, old, new in RENAMED:  # left by ``upgrade`` only beside the new name; never in a version 2 file
         held = data.get(name)
         for i, r in enumerate(held if isinstance(held, list) else [held]):

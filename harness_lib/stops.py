@@ -72,7 +72,7 @@ def _count(what: str, n) -> int:
 
 
 def _usd(what: str, usd) -> float:
-    return numbers.check(what, usd, above_zero=True)
+    return numbers.check(what, usd, above_zero=True, at_most=numbers.MAX_USD)
 
 
 def condition_stop(name: str, reason: str) -> Stop:

@@ -4,7 +4,9 @@ A terminal obeys what it prints: ``\\r`` returns to the start of the line, ``ESC
 override reverses what follows. A call id carrying ``\\r\\x1b[2K`` could make the approval line show a
 harmless call while the real one deletes something else. So everything the CLI prints that did not come
 from the harness itself goes through ``visible`` (one line of text) or ``json_safe`` (inside JSON), which
-turn every control or formatting character into a visible escape, and show exactly what will run.
+turn every control or formatting character into a visible escape, and show exactly what will run. Text
+a model streams keeps its line breaks, so each of its lines is marked as the model's (``Quoted``): a line
+of its own cannot pass for the harness's approval line.
 """
 
 from __future__ import annotations
@@ -33,9 +35,46 @@ def visible(text) -> str:
 
 def visible_lines(text) -> str:
     """``visible`` for text shown as it streams: line breaks and tabs are kept as they are, every other
-    control or formatting character is escaped."""
+    control or formatting character is escaped, and a backslash doubled, as ``visible`` does."""
     text = text if isinstance(text, str) else str(text)
-    return _DANGEROUS.sub(lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()), text)
+    return _DANGEROUS.sub(lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()),
+                          text.replace("\\", "\\\\"))
+
+
+def quoted_lines(text) -> str:
+    """Text a model or a file wrote (a rendered prompt), shown whole: escaped as ``visible_lines`` does, every
+    line begun with ``Quoted.MARK``, so that none can pass for the harness's own lines around it."""
+    lines = visible_lines(text).splitlines(keepends=True)
+    return "".join(Quoted.MARK + line for line in lines) + ("" if not lines or lines[-1].endswith("\n") else "\n")
+
+
+class Quoted:
+    """What a model streams, shown as it arrives with the care of what it says at the end: every control or
+    formatting character escaped (``visible_lines``: only line breaks and tabs kept), and every line it
+    writes begun with ``MARK``, so that no line of its can pass for one of the harness's (an approval line,
+    a run line). Call it with each piece of text; ``fresh_line`` ends a line it left open."""
+
+    MARK = "> "
+
+    def __init__(self, screen):
+        self.screen, self.at_line_start = screen, True
+
+    def __call__(self, text: str) -> None:
+        out: list[str] = []
+        for i, piece in enumerate(visible_lines(text).split("\n")):
+            if i:
+                out.append("\n")
+                self.at_line_start = True
+            if piece:
+                out += [self.MARK, piece] if self.at_line_start else [piece]
+                self.at_line_start = False
+        if out:
+            self.screen.write("".join(out))
+            self.screen.flush()
+
+    def fresh_line(self) -> None:
+        if not self.at_line_start:
+            self("\n")
 
 
 def json_safe(dumped: str) -> str:

@@ -19,7 +19,7 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from . import testing
+from . import files, testing
 
 
 class HookError(RuntimeError):
@@ -78,17 +78,8 @@ class Trace:
 def cut_torn_tail(path: str | Path) -> int:
     """Remove an unterminated last line (what a write cut short leaves); returns the bytes removed."""
     try:
-        with open(path, "r+b") as f:
-            size = f.seek(0, 2)
-            if size == 0:
-                return 0
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return 0
-            f.seek(0)
-            keep = f.read().rfind(b"\n") + 1  # 0 when the whole file is one torn line
-            f.truncate(keep)
-            return size - keep
+        with open(path, "r+b") as f:  # the operator's own file (--trace): followed where it points, read whole
+            return files.cut_torn_tail(f.fileno(), limit=os.fstat(f.fileno()).st_size)
     except FileNotFoundError:
         return 0
 

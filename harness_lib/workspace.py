@@ -1,8 +1,13 @@
 """The chapter's four tools, acting on a private copy of the package's ``data/workspace``.
 
 ``list_files``, ``read_file``, ``delete_file`` (needs approval) and ``scan_archive`` (deliberately slow,
-reports progress, hears Stop). Every path is resolved inside the workspace; one that leaves it
-(``..``, an absolute path, a symbolic link pointing out) is refused with ``permission denied``.
+reports progress, hears Stop). A tool acts on what a path resolves to, and only inside the workspace: a
+path that leaves it (``..``, an absolute path, a symbolic link pointing out, for reading and deleting alike)
+is refused with ``permission denied``. ``read_file`` opens what the path resolves to without following a
+link put there since, and only a regular file (a FIFO or a device is "no such file"). ``delete_file``
+deletes the entry the path names: a link inside the workspace is deleted as a link, never its target. A
+file with more than one hard link is refused by both: its other name may be outside the workspace, and its
+content is that file's (a copy made by ``copy_of`` has none; a folder given with ``--workspace`` may).
 
 ``delete_file`` keeps a journal beside the workspace, keyed by idempotency key (run id, run instance,
 call id): a call whose deletion already happened is answered from the journal and never deletes twice.
@@ -14,6 +19,7 @@ place" means not begun, even if something (a logger) has since created a new fil
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import os
@@ -23,10 +29,10 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from . import files
 from .resources import data_path
 from .tokens import compact
 from .tools import Tool, ToolContext, string_params
-from .trace import cut_torn_tail
 
 # Never acted on: each run works on a copy (``Workspace.copy_of``) in a folder the user owns. Checked
 # when copied, not here, so that an incomplete install is one clear error, not a failed import.
@@ -86,6 +92,45 @@ class Workspace:
             raise PermissionError(f"permission denied: {path}")
         return target
 
+    def entry(self, path) -> Path:
+        """The entry ``path`` names, its folders resolved and its last part not followed: a link is the link
+        itself, not its target. Whatever it resolves to must be inside the workspace too (``resolve``)."""
+        target = self.resolve(path)
+        named = self.root / self._real(path)
+        if named.name in ("", ".", "..") or named == self.root:
+            return target  # a folder, never a file: the tools say "no such file"
+        parent = named.parent.resolve()
+        if parent != self.root and self.root not in parent.parents:
+            raise PermissionError(f"permission denied: {path}")
+        return parent / named.name
+
+    def open_file(self, path) -> int:
+        """A descriptor for reading the regular file ``path`` resolves to, inside the workspace, with one
+        link to it: what it resolves to is opened without following a link put there meanwhile."""
+        target = self.resolve(path)
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            raise FileNotFoundError(f"no such file: {path}. Call list_files to see what exists.") from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a link put in place of what resolve saw
+                raise PermissionError(f"permission denied: {path}") from None
+            raise
+        try:
+            self._one_link(os.fstat(fd), path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def _one_link(st: os.stat_result, path: str) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            raise FileNotFoundError(f"no such file: {path}. Call list_files to see what exists.")
+        if st.st_nlink > 1:
+            raise PermissionError(f"permission denied: {path} has {st.st_nlink} hard links, and another may be "
+                                  f"outside the workspace")
+
     def files(self) -> list[str]:
         """The files' names; a name that is not UTF-8 is shown with its odd bytes escaped (``bad\\xff.log``)."""
         return sorted(_shown(p.name) for p in self.root.iterdir() if p.is_file())
@@ -100,10 +145,12 @@ class Workspace:
 
     # -- the journal of writes ----------------------------------------------------------------------
     def journal_entries(self) -> list[dict]:
-        if not self.journal.exists():
+        try:
+            text = files.read(self.journal, files.MAX_RECORD_BYTES, "a journal of writes").decode()
+        except FileNotFoundError:
             return []
         entries = []
-        for line in self.journal.read_text().splitlines():
+        for line in text.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -113,10 +160,11 @@ class Workspace:
         return entries
 
     def _journal(self, entry: dict):
+        fd = files.open_own(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, in_place=True)
         if not self._tail_checked:  # a predecessor killed mid-write left a fragment: cut it, as the trace does
-            cut_torn_tail(self.journal)
+            files.cut_torn_tail(fd)
             self._tail_checked = True
-        with open(self.journal, "a") as f:
+        with open(fd, "a") as f:
             f.write(json.dumps(entry, separators=(",", ":")) + "\n")  # ASCII: any file name survives
             f.flush()
             os.fsync(f.fileno())
@@ -131,6 +179,20 @@ class Workspace:
         """Every path delete_file was run on, whether or not there was still a file to remove."""
         return [e["path"] for e in self.journal_entries() if e.get("op") == "delete" and "done" in e]
 
+    def _deletable(self, entry: Path, path: str) -> bool:
+        """A link (deleted as a link) or a regular file with one link; False when there is none to delete."""
+        try:
+            st = os.lstat(entry)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            return True
+        try:
+            self._one_link(st, path)
+        except FileNotFoundError:
+            return False
+        return True
+
     def aside(self, key: str) -> Path:
         """Where ``delete_file`` moves the file of the operation ``key`` before removing it."""
         return self.trash / hashlib.sha256(key.encode()).hexdigest()[:32]
@@ -140,10 +202,8 @@ class Workspace:
         return compact(self.files())
 
     async def read_file(self, args: dict, ctx: ToolContext) -> str:
-        target = self.resolve(args.get("path"))
-        if not target.is_file():
-            raise FileNotFoundError(f"no such file: {args['path']}. Call list_files to see what exists.")
-        return target.read_text(errors="replace")
+        with open(self.open_file(args.get("path")), errors="replace") as f:  # (read_text's decoding, newlines)
+            return f.read()
 
     async def delete_file(self, args: dict, ctx: ToolContext) -> str:
         key = ctx.idempotency_key
@@ -153,12 +213,12 @@ class Workspace:
                 if not e["done"]:
                     raise FileNotFoundError(f"{e['result']}. Call list_files to see what exists.")
                 return e["result"]
-        target = self.resolve(args.get("path"))
+        target = self.entry(args.get("path"))  # a link is deleted as a link, never its target
         aside = self.aside(key)
         started = bool(mine)
         if started and os.path.lexists(aside):
             pass  # moved aside before a crash: done, whatever now stands at the path (a new file, say)
-        elif not target.is_file():
+        elif not self._deletable(target, args["path"]):
             if not started:
                 self._journal({"op": "delete", "key": key, "path": args["path"], "done": False,
                                "result": f"no such file: {args['path']}"})
@@ -168,6 +228,8 @@ class Workspace:
             if not started:
                 self._journal({"op": "delete", "key": key, "path": args["path"], "started": True})
             self.trash.mkdir(exist_ok=True)
+            if not stat.S_ISDIR(os.lstat(self.trash).st_mode):  # a link planted there would move it elsewhere
+                raise PermissionError(f"permission denied: {self.trash.name} is not a folder of the harness's own")
             os.rename(target, aside)  # atomic: after this the deletion has happened, and says so
         result = f"deleted {args['path']}"
         self._journal({"op": "delete", "key": key, "path": args["path"], "done": True, "result": result})

@@ -12,9 +12,14 @@ side changes alone.
 from __future__ import annotations
 
 import ast
+import asyncio
 from pathlib import Path
 
 import nbformat
+
+from harness_lib.loop import Options, run
+from harness_lib.state import new_run
+from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 TAG = "build"
@@ -39,10 +44,26 @@ def load(stem: str) -> dict:
         if ran:
             raise ValueError(f"{stem}, build cell {n}, line {ran[0].lineno}: a build cell only defines "
                              f"(imports, functions, classes, constants); it has a {type(ran[0]).__name__}")
-        exec(compile(tree, f"<{stem}, build cell {n}>", "exec"), namespace)  # noqa: S102 - the notebook's own code
+        # dont_inherit: compiled as the kernel compiles it, not under this file's `from __future__ import annotations`
+        exec(compile(tree, f"<{stem}, build cell {n}>", "exec", dont_inherit=True), namespace)  # noqa: S102
     return namespace
 
 
 DEFINES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
            ast.AnnAssign, ast.Expr)  # an Expr only as a string (a docstring)
 
+
+
+def quick_tools():
+    """The workspace's tools on a fresh copy, the slow scan made quick (0.05 s): what it returns is the same."""
+    return Workspace.copy_of().tools(seconds=0.05)
+
+
+def run_both(loop, url: str, scenario: str, **limits):
+    """A notebook's small loop, called as ``loop(url, scenario, messages, tools, **limits)``, and ``harness_lib.run``
+    with ``Options(**limits)`` (the same names: ``max_turns``, ``max_budget_usd``), each on a fresh workspace.
+    Returns (what the loop returned, the messages it grew, the library's state)."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
+    mine = asyncio.run(loop(url, scenario, messages, quick_tools(), **limits))
+    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, scenario), quick_tools(), Options(base_url=url, **limits)))
+    return mine, messages, state

@@ -12,6 +12,9 @@ It takes the same arguments (only ``--host`` and ``--port`` matter) and misbehav
 * ``deaf``: like ``ok``, but ignores SIGTERM (the manager must escalate to SIGKILL);
 * ``bind``: like ``ok``, but binds with no SO_REUSEADDR and reports errno 98 like uvicorn when taken.
 
+Like ``python -m harness_lib.local``, it writes the prompt of each chat request to ``--prompt_log`` (the
+harness's chat format, rendered), so that ``LocalModel.prompts()`` has something to read.
+
 With ``FAKE_GRANDCHILD=1`` it first starts a sleeping grandchild and writes its pid to ``FAKE_PIDFILE``:
 stopping the server must stop it too.
 """
@@ -56,6 +59,10 @@ class Handler(BaseHTTPRequestHandler):
         global REQUESTS
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         REQUESTS += 1
+        if arg("--prompt_log"):
+            from harness_lib.local_format import render
+            with open(arg("--prompt_log"), "a", encoding="utf-8") as f:
+                f.write(json.dumps({"prompt": render(body["messages"], body.get("tools"))}) + "\n")
         if MODE == "segv" and REQUESTS >= int(os.environ.get("FAKE_DIE_AT", "1")):
             print("llama_decode: about to crash", flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)

@@ -12,14 +12,20 @@ checks what an operator could lose:
 * **tampered state files** (each a way the issue found to turn a state file against the workspace, the
   decisions or the budget) and **bad environments** (a 250-character run id, folders that are files,
   read-only mounts);
-* **hostile text** (escape sequences in a call id and an answer) and the rest of the issue's list.
+* **hostile text** (escape sequences in a call id and an answer) and the rest of the issue's list;
+* **links, planted files, cut streams and rounding** (issue 20): ``tests/test_hostile.py``, each test a
+  way the harness was led astray and shown to fail without its fix, run with pytest in a child process
+  and counted here, one case a test: links and hard links in the workspace and in the state folder, files
+  too big to read, an edited budget, model or ledger, a lock file removed under a running run, a stream cut
+  short or drawing the approval line, numbers past their bounds, costs too small to round, a server that
+  bills less than it sends.
 
 Figures: cases tried, writes doubled (``access.log`` deleted more than once, or a file deleted that should
 not have been), turns paid twice (requests billed beyond the turns the saved run holds, when no signal
 cut a reply short), runs lost (a run that cannot be continued to the end an uninterrupted run reaches, or
 is left ``running`` by a process that exited), tracebacks (any ``Traceback`` a user would see).
 
-    python tests/operator_campaign.py [--races N] [--signals N] [--disk N] [--seed S] [--json]
+    python tests/operator_campaign.py [--races N] [--signals N] [--disk N] [--seed S] [--no-hostile] [--json]
 
 prints the README's figures. ``tests/test_operator.py`` runs it and asserts every figure.
 """
@@ -412,7 +418,7 @@ TAMPERS = {  # name: (setup, edit, extra resume arguments, what the refusal must
         ("waiting", lambda d, other: d.update(approved=["c2"]), [], "no approval was given"),
     "cost_usd: -1000": ("budget", lambda d, other: d.update(cost_usd=-1000), [], "cost_usd"),
     "the budget raised in the saved options": ("budget", lambda d, other: d["config"].update(budget=100.0), [],
-                                               "differ from the ones the run was given"),
+                                               "differ from the latest the run was given"),
     "the spend forgotten, consistently": ("budget", lambda d, other: _forget(d), [], "already spent"),
     "tool_log: [1]": ("waiting", lambda d, other: d.update(tool_log=[1]), [], "tool_log[0]"),
     "a tool call without an id": ("waiting", lambda d, other: _no_id(d), [], "tool_calls[0]"),
@@ -645,8 +651,32 @@ def issue_cases(provider: ScriptedProvider) -> list[Case]:
     return cases
 
 
+# -- 6. links, planted files, cut streams and rounding (issue 20) ------------------------------------------------
+HOSTILE_TESTS = Path(__file__).resolve().parent / "test_hostile.py"
+
+
+def hostile_cases() -> list[Case]:
+    """``tests/test_hostile.py`` in a child pytest (its own process: pytest does not run inside itself), each
+    test a case, its failure (if any) the case's problem, read from pytest's JUnit report."""
+    import xml.etree.ElementTree as ET
+    with tempfile.TemporaryDirectory(prefix="harness-hostile-") as tmp:
+        report = Path(tmp) / "report.xml"
+        done = subprocess.run([sys.executable, "-m", "pytest", str(HOSTILE_TESTS), "-q", "-p", "no:cacheprovider",
+                               f"--junitxml={report}"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        tests = ET.parse(report).getroot().iter("testcase") if report.exists() else []
+        cases = []
+        for t in tests:
+            bad = [f"{e.tag}: {(e.get('message') or '').strip()[:200]}" for e in t
+                   if e.tag in ("failure", "error", "skipped")]
+            cases.append(Case("issue 20", t.get("name", "?"), problems=bad, note=(t.get("name") or "")[:110]))
+    if not cases:
+        cases.append(Case("issue 20", str(HOSTILE_TESTS), problems=[f"pytest exited {done.returncode}: "
+                                                                    f"{done.stdout[-300:]}{done.stderr[-300:]}"]))
+    return cases
+
+
 # -- the campaign --------------------------------------------------------------------------------------------
-def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0) -> dict:
+def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0, hostile: bool = True) -> dict:
     rng = random.Random(seed)
     started = time.perf_counter()
     cases: list[Case] = []
@@ -667,6 +697,8 @@ def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0) 
         cases += env_cases(provider)
         cases += issue_cases(provider)
     cases += hostile_text_cases()
+    if hostile:
+        cases += hostile_cases()
     groups = {}
     for c in cases:
         groups[c.group] = groups.get(c.group, 0) + 1
@@ -694,9 +726,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--signals", type=int, default=24)
     p.add_argument("--disk", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-hostile", action="store_true", help="leave out tests/test_hostile.py (issue 20)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    result = campaign(a.races, a.signals, a.disk, a.seed)
+    result = campaign(a.races, a.signals, a.disk, a.seed, hostile=not a.no_hostile)
     if a.json:
         print(json.dumps(result["figures"], indent=1))
     else:

@@ -4,12 +4,15 @@ The fixtures in ``tests/fixtures/servers/`` hold, per server (Ollama, llama.cpp'
 LM Studio, OpenAI), the replies of the plan task (list the files, read errors.log, answer) exactly as that
 server shapes them, streaming and not, plus the quirks and error replies real servers send. They were
 written from each project's documentation and source, not captured from a live server (this machine has
-none, and the tests run offline).
+none, and the tests run offline). One is CAPTURED instead: ``llama-cpp-python.json``, the real replies of
+llama-cpp-python's server running the local model of section 12 (``tests/capture_local_server.py``
+recorded it; its ``about`` and ``captured`` fields say so).
 
 The reply to a request is chosen the way the scripted provider chooses: by the number of assistant
 messages in the request (the turn). Faults are queued per request with ``then(...)``: an error status with
 its body and headers, ``hang`` (headers, then nothing), ``trickle`` (a byte at a time, never finishing),
-``endless`` (a body that never ends), ``raw`` (a body given as bytes).
+``endless`` (a body that never ends), ``raw`` (a body given as bytes), ``sse_raw`` (an event stream's
+body given as bytes, with its content type).
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class ReplayServer:
             return self._sse(h, [self.stream[0][0], fault["body"]])
         if "raw" in fault:
             return self._send(h, 200, fault["raw"])
+        if "sse_raw" in fault:
+            return self._send(h, 200, fault["sse_raw"], {"Content-Type": "text/event-stream"})
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(10 ** 9))
@@ -115,10 +120,10 @@ class ReplayServer:
                 self.endless_bytes += len(chunk)
 
     def _send(self, h, status: int, payload: bytes, headers: dict | None = None):
+        headers = {"Content-Type": "application/json", **(headers or {})}
         h.send_response(status)
-        h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(payload)))
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(payload)

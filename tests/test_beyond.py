@@ -8,7 +8,7 @@ import pytest
 from harness_lib.chapter import plots
 from harness_lib.chapter import s02_turn_cap as s02
 from harness_lib.chapter import s05_tool_errors as s05
-from harness_lib.chapter import s14_stop_conditions as s14
+from harness_lib.chapter import s14_libraries as s14
 
 
 def go(coro):
@@ -75,3 +75,27 @@ def test_a_condition_is_told_apart_from_a_users_stop(url):
     assert table.loc["user presses Stop", "interruption"] == {"type": "cancelled", "reason": "user pressed Stop"}
     assert table.loc["a condition: when(turns >= 1)", "interruption"]["type"] == "stop_condition"
     assert table["resumable"].all()
+
+
+# -- notebook 14: what sits under every library ------------------------------------------------------------------
+def test_the_peer_libraries_as_recorded_when_the_bench_extra_is_not_here(tmp_path):
+    recorded = s14.recorded_peers()
+    assert recorded.source.startswith("recorded: benchmarks/RESULTS.md (20") and "at 50 model calls" in recorded.source
+    table = recorded.table
+    assert table.loc["openai-agents (chat-completions model, tracing off)", "at its cap"] == "raises MaxTurnsExceeded"
+    assert table.loc["this harness, trace file on", "at its cap"] == "status max_turns_exceeded"
+    assert table.loc["this harness, trace file on", "model calls / tool runs"] == "50 / 49"  # the last call pending
+    assert len(table) == len(s14.PEERS) and table["version"].iloc[:3].str.match(r"\d").all()
+    missing = s14.recorded_peers(tmp_path / "RESULTS.md")
+    assert missing.table.empty and list(missing.table.columns) == s14.PEER_COLUMNS
+    assert missing.source.startswith("neither the bench extra nor benchmarks/RESULTS.md is here")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not s14.bench_installed(), reason="needs the bench extra (make bench)")
+def test_the_peer_libraries_run_here_with_the_bench_extra(url):
+    peers = go(s14.peers(url, cap=4))
+    assert peers.source.startswith("measured here, just now") and "at 4 model calls" in peers.source
+    assert peers.table["model calls / tool runs"].str.startswith("4 / ").all()
+    assert peers.table.loc["this harness, trace file on", "at its cap"] == "status max_turns_exceeded"
+    assert peers.table.loc["LangGraph prebuilt ReAct agent", "at its cap"] == "raises GraphRecursionError"

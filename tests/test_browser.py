@@ -8,7 +8,9 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
 * a parameter edited and re-run in 02 (caps the chapter has no figure for) and 03 (a single budget);
 * a cell re-run on its own after Run All (the provider outlives every cell);
 * the toolbar's Stop pressed during 09's scan: the run ends ``interrupted`` with the chapter's reason, and
-  the next cell loads it from disk and resumes it.
+  the next cell loads it from disk and resumes it;
+* a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
+  language, and its glossary link opening the glossary beside it.
 
 A screenshot of each step is kept when a step fails, in a folder the failure message names (set
 ``HARNESS_BROWSER_SHOTS=DIR`` to keep them whatever happens, to look at the notebooks). Without Chromium
@@ -247,7 +249,7 @@ def _expected_figures(path: Path) -> int:
 
 
 def _run_all_clean(lab, page, path: Path):
-    _open(lab, page, path.name)
+    _open(lab, page, path.relative_to(ROOT / "notebooks").as_posix())
     assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
     _menu(page, "Run", "Run All Cells")
     _wait_until_run(page)
@@ -269,7 +271,7 @@ def _edit_and_run_all(page, starts: str, source: str):
 # -- the test --------------------------------------------------------------------------------------------
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
     page = steps.page
-    assert len(NOTEBOOKS) == 15
+    assert len(NOTEBOOKS) == 16
 
     for path in NOTEBOOKS:
         if path.stem.startswith(("02-", "03-", "09-")):
@@ -280,8 +282,8 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
 
     with steps.step("Run All 02-turn-cap"):
         _run_all_clean(lab, page, ROOT / "notebooks" / "02-turn-cap.ipynb")
-    with steps.step("02: re-run the cap table cell alone after Run All"):
-        cell = _cell(page, "capped = await s02.cap_table")
+    with steps.step("02: re-run the caps sweep cell alone after Run All"):
+        cell = _cell(page, "by_cap = {}")
         _run_cell(page, cell)
         _wait_until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
@@ -304,7 +306,8 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         # Every error the reader sees is the one line naming the parameter, never a traceback. Usually there is
         # one: Run All sends every cell at once and the kernel drops the queue after an error. On a loaded
         # machine a later cell's request can arrive after ipykernel's abort window (stop_on_error_timeout) and
-        # run, and the next cell that reads BUDGETS (the strict check's) then says the same line.
+        # run: the setup cell checks every parameter, and the next cell that reads BUDGETS (the one that runs the
+        # reader's budgeted loop, through s03.checked_budgets) then says the same line.
         errors = [e.strip() for e in page.locator(ERROR_OUTPUT).all_inner_texts()]
         assert errors and all(e.startswith("ParameterError: BUDGETS accepts") and len(e.splitlines()) == 1
                               for e in errors), errors
@@ -331,4 +334,21 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         assert "on disk: status=interrupted" in text and "resumed: status=completed" in text, text
         assert page.locator(ERROR_OUTPUT).count() == 0
     _shut_down_kernels(lab)
+    steps.passed = True
+
+
+def test_a_reader_runs_a_translated_notebook_in_each_language(lab, steps):
+    """The first translated notebook of each language, as a Bulgarian or Hungarian reader opens it."""
+    page = steps.page
+    for language in ("bg", "hu"):
+        path = sorted((ROOT / "notebooks" / language).glob("*.ipynb"))[0]
+        title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
+        with steps.step(f"Run All {language}/{path.stem}"):
+            _run_all_clean(lab, page, path)
+            heading = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
+            assert title in heading, (title, heading)
+        with steps.step(f"{language}/{path.stem}: the glossary link opens the glossary"):
+            page.locator(".jp-NotebookPanel .jp-MarkdownOutput a", has_text="glossary.md").first.click()
+            page.locator(".lm-TabBar-tab", has_text="glossary.md").first.wait_for(timeout=30_000)
+        _shut_down_kernels(lab)
     steps.passed = True

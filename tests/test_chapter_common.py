@@ -30,6 +30,19 @@ def test_call_model_is_one_turn_billed_as_the_harness_bills_it(url):
     assert state.messages[2] == reply["message"] and state.per_turn[0]["completion_tokens"] == 23
 
 
+def test_call_model_builds_no_tls_context_per_turn(url, monkeypatch):
+    """A client per call is what keeps call_model ten lines; a TLS context per client cost ~45 ms a turn (a
+    100-turn loop in notebook 15 took 6 s, the library's own 0.7 s). The context is built once a process."""
+    import ssl
+
+    built, real = [], ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: built.append(1) or real(*a, **k))
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
+    for _ in range(5):
+        asyncio.run(common.call_model(url, "plan", messages, []))
+    assert len(built) <= 1, f"{len(built)} TLS contexts for 5 turns"
+
+
 def test_show_source_reads_the_installed_code_and_excerpts_it():
     whole = common.show_source(loop.Call.parse)
     assert repr(whole).startswith("# harness_lib/loop.py, Call.parse\n@classmethod")
@@ -58,6 +71,17 @@ def test_side_by_side_says_where_two_runs_differ(url, capsys):
     common.side_by_side({"mine": Mine("completed", 4), "library": state})
     assert capsys.readouterr().out.startswith("they DIFFER on turns")
     assert common.as_row(Mine("completed", 4))["in"] is None
+
+
+def test_side_by_side_cases_judges_each_case_alone(url, capsys):
+    states = {s: asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, s), Workspace.copy_of().tools(), Options(base_url=url)))
+              for s in ("plan", "direct")}
+    mine = {s: common.as_row(states[s]) for s in states}  # the cases differ from each other, not within
+    common.side_by_side_cases({s: {"mine": mine[s], "library": states[s]} for s in states})
+    assert capsys.readouterr().out.startswith("in every case they agree on status, turns, tool_runs, in, out, cost_usd")
+    mine["direct"] = {**mine["direct"], "turns": 3}
+    common.side_by_side_cases({s: {"mine": mine[s], "library": states[s]} for s in states})
+    assert capsys.readouterr().out.startswith("they DIFFER: direct on turns\n")
 
 
 SPECS = {"WHOLE": params.Whole(1, 500, several=True), "ONE": params.Whole(0, 3),
@@ -105,3 +129,29 @@ def test_stop_during_a_loop_of_runs_ends_the_run_and_then_the_loop(url):
     assert len(states) == 2 and states[1].status == "interrupted"
     assert states[1].interruption == {"type": "cancelled", "reason": STOP_REASON}
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- Stop pressed at an event of the run --------------------------------------------------------------------
+def test_stop_after_counts_from_the_tools_start_not_from_the_runs():
+    """The first model call takes 400 ms here; Stop 200 ms after the tool starts still lands inside the scan (one
+    turn paid, before its first progress event at 500 ms), where a Stop counted from the run's start would land in
+    that model call (no turn at all). Both timers live on the run's own loop, so this holds on any machine."""
+    from harness_lib.scripted import ScriptedProvider
+
+    with ScriptedProvider(latency_ms=400) as slow:
+        stop = common.StopAfter(0.2)
+        state = asyncio.run(stop.run(run(new_run(SYSTEM_PROMPT, TASK, "slow"), Workspace.copy_of().tools(),
+                                         Options(base_url=slow.base_url, on_progress=stop.progress,
+                                                 trace=stop.trace()))))
+    assert state.status == "interrupted" and state.interruption == {"type": "cancelled", "reason": STOP_REASON}
+    assert (state.turns, state.tool_runs, stop.timeline) == (1, 0, [])
+    assert stop.pressed is not None and stop.ms(stop.pressed) >= 200 and stop.ended >= stop.pressed
+
+
+def test_stop_after_never_presses_once_the_run_has_ended_or_when_told_not_to(url):
+    for seconds in (None, 30.0):  # 30 s: the timer is dropped when the run ends, not left to fire later
+        stop = common.StopAfter(seconds, tool="list_files")
+        state = asyncio.run(stop.run(run(new_run(SYSTEM_PROMPT, TASK, "plan"), Workspace.copy_of().tools(),
+                                         Options(base_url=url, trace=stop.trace()))))
+        assert state.status == "completed" and stop.pressed is None and stop.started is not None
+        assert stop._timer is None or stop._timer.cancelled()

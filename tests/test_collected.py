@@ -118,3 +118,42 @@ def test_every_experiment_names_its_figures_measured(url):
         result = arun(experiment(url))
         assert isinstance(result.measured, dict) and result.measured
         assert tuple(result)[-1] is result.measured and result._fields[-1] == "measured"
+
+
+def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path):
+    """Notebook 15 closes on the report's tally (reports/chapter.csv): `make chapter` runs every other notebook,
+    writes the report, then runs 15, so that what 15 shows is the report written beside it; the report
+    measures section 15 itself, and names 15's time too."""
+    from harness_lib.chapter import notebooks
+
+    monkeypatch.chdir(tmp_path)
+    names = ["00-scripted-provider.ipynb", "14-libraries.ipynb", "15-what-is-left.ipynb"]
+    monkeypatch.setattr(notebooks, "every_notebook", lambda: [Path("notebooks") / n for n in names])
+    calls = []
+
+    def executed(timings, paths):
+        calls.append(([p.name for p in paths], (tmp_path / "reports" / "chapter.csv").exists()))
+        timings.update({f"notebook {p.name}": 0.1 for p in paths})
+        return {}, set()
+
+    async def measure(base_url, skip=()):
+        assert "15-what-is-left" not in skip
+        return {"left.in8": 3431, "plan.turns": 3}
+
+    monkeypatch.setattr(report, "executed_notebooks", executed)
+    monkeypatch.setattr(report, "measure_all", measure)
+    monkeypatch.setattr(report, "section_12_live", lambda: None)
+    assert report.main(execute=True) == 0
+    assert calls == [(names[:2], False), (names[2:], True)]
+    text = (tmp_path / "reports" / "chapter.md").read_text()
+    assert "| notebook 15-what-is-left.ipynb |" in text and text.index("notebook 15") < text.index("| total |")
+    assert "2 of 13 chapter figures reproduced exactly (1 of them repeats of earlier figures)" in text
+
+
+def test_the_report_counts_section_14_without_a_notebook_measuring_it(url):
+    """Section 14's figures are never measured (a registry's history): no record makes the section whole, and
+    the report lists them anyway."""
+    assert report.whole_sections([("14-libraries", {})]) == ({}, set())
+    assert "14-libraries" not in report.EXPERIMENTS
+    table = compare({})
+    assert (table.section == "14-libraries").sum() == 7

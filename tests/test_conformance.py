@@ -354,7 +354,7 @@ def test_stream_shows_the_answer_and_the_steps(capsys):
     with ReplayServer.of("llamacpp") as replay:
         assert main(["run", "--base-url", replay.base_url, "--model", "qwen2.5-0.5b-instruct", "--stream"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith(ANSWER + "\n") and "status=completed" in out
+    assert out.startswith("> " + ANSWER + "\n") and "status=completed" in out  # the model's line, marked
     assert "step 1:" in err and "list_files({})" in err and "step 3:" in err
 
 
@@ -460,5 +460,80 @@ def test_a_step_line_after_streamed_text_starts_on_a_line_of_its_own(capsys):
                      "--json"]) == 0
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
+    assert "> " + ANSWER in lines and any(line.startswith("   step 3:") for line in lines), err
     assert json.loads(out)["status"] == "completed"
+
+
+# -- captured, not written: llama-cpp-python's server on the local model (section 12) --------------------------
+CAPTURED = "llama-cpp-python"
+
+
+def _without_ids(messages: list[dict]) -> list[dict]:
+    """Tool-call ids are new on every request the server answers: the rest must be the same."""
+    out = []
+    for m in messages:
+        m = {k: v for k, v in m.items() if k != "tool_call_id"}
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{k: v for k, v in c.items() if k != "id"} for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def test_the_captured_fixture_says_it_was_captured():
+    f = fixture(CAPTURED)
+    assert f["about"].startswith("CAPTURED, not written from documentation")
+    assert f["captured"]["llama_cpp_python"] == "0.3.36" and f["captured"]["chat_format"] == "harness-chatml"
+    assert len(f["requests"]) == len(f["replies"]) == len(f["stream"]) == f["captured"]["run"]["turns"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_captured_run_on_llama_cpp_python_replays_as_it_ran(stream, tmp_path):
+    """The harness, given the replies the real server gave, makes the same run and sends, turn by turn,
+    the requests the real server received (streamed: the same but for the tool-call ids)."""
+    f = fixture(CAPTURED)
+    seen = []
+    with ReplayServer(f["replies"], f["stream"]) as replay:
+        state, events = drive(tmp_path, replay.base_url, f["model"], stream=stream, on_text=seen.append,
+                              max_turns=f["captured"]["max_turns"])
+        sent = replay.requests
+    ran = f["captured"]["run"]
+    assert (state.status, state.turns, state.tool_runs) == (ran["status"], ran["turns"], ran["tool_runs"])
+    assert len(sent) == len(f["requests"])
+    for got, real in zip(sent, f["requests"]):
+        assert got["tools"] == real["tools"] and got["tool_choice"] == real["tool_choice"] == "auto"
+        assert (_without_ids(got["messages"]) if stream else got["messages"]) == \
+            (_without_ids(real["messages"]) if stream else real["messages"])
+    # the server's own counts, streamed or not: a last chunk carries the usage
+    assert [t["prompt_tokens"] for t in state.per_turn] == [r["usage"]["prompt_tokens"] for r in f["replies"]]
+    assert not any(t.get("estimated") for t in state.per_turn)
+
+
+def test_the_servers_streamed_replies_are_its_replies():
+    """Greedy decoding: each streamed reply, put back together, is the reply it gave unstreamed."""
+    from harness_lib.client import ModelClient
+    f = fixture(CAPTURED)
+    cases = [(f["requests"], f["replies"], f["stream"]),
+             ([f["no_tools"]["request"]], [f["no_tools"]["reply"]], [f["no_tools"]["stream"]])]
+    for requests, replies, streams in cases:
+        with ReplayServer(replies, streams) as replay:
+            client = ModelClient(replay.base_url, stream=True, max_retries=0)
+            for body, reply in zip(requests, replies):
+                got = asyncio.run(client.complete(body["model"], body["messages"], body.get("tools")))
+                want = reply["choices"][0]
+                assert got["choices"][0]["finish_reason"] == want["finish_reason"]
+                assert got["usage"] == reply["usage"]
+                assert _without_ids([got["choices"][0]["message"]]) == _without_ids([want["message"]])
+    assert f["no_tools"]["reply"]["choices"][0]["message"]["content"]   # without tools: an answer in words
+
+
+def test_a_server_that_cannot_stream_tool_calls_is_named_in_one_line(tmp_path):
+    """llama-cpp-python's own chatml-function-calling, asked to stream with tools, answers 200 and a body with no
+    event (captured): the run fails saying so, not "the stream ended without a reply"."""
+    builtin = fixture(CAPTURED)["builtin_stream_with_tools"]
+    assert builtin["status"] == 200 and builtin["content_type"].startswith("text/event-stream")
+    assert "data:" not in builtin["body"]   # nothing, or keep-alive comments (": ping") while it fails
+    with ReplayServer([], None).then({"sse_raw": builtin["body"].encode()}) as replay:
+        state, _ = drive(tmp_path, replay.base_url, stream=True)
+    assert state.status == "failed" and state.turns == 0
+    assert "empty stream (HTTP 200, no event)" in state.error and "run without --stream" in state.error
+    assert "\n" not in state.error

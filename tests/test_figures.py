@@ -5,6 +5,7 @@ The numbers on the right-hand side are the chapter's; the left-hand side always 
 
 import asyncio
 
+import pandas as pd
 import pytest
 
 from harness_lib.chapter import common
@@ -18,7 +19,7 @@ from harness_lib.chapter import s08_resume as s08
 from harness_lib.chapter import s09_cancellation as s09
 from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s11_latency as s11
-from harness_lib.chapter.figures import DIFFERS, compare
+from harness_lib.chapter.figures import DIFFERS, OFFLINE, OTHER_MACHINE, chapter_figures, compare, tally
 from harness_lib.trace import read
 
 
@@ -155,3 +156,63 @@ def test_a_streamed_run_is_the_same_run_with_its_answer_in_pieces(url):
     assert len(pieces) == s.per_turn[-1]["completion_tokens"] - 1 == 17
     assert [line.split(":")[0] for line in steps if line.startswith("step")] == ["step 1", "step 2", "step 3"]
     assert sum(line.startswith("   ") for line in steps) == 2
+
+
+# -- what "match" means, by kind (issue 19 items 2 and 3) ---------------------------------------------------
+def test_times_of_another_machine_are_measured_here_never_within_tolerance():
+    """The plan run's wall time and the harness's overhead are figures of the chapter's machine and runtime:
+    ours is shown beside them with the reason, whatever it is, and never counted as reproduced."""
+    for ours in (9, 89, 15, 5000):
+        table = pd.concat([compare({"plan.ms": ours}, section="01-loop"),
+                           compare({"latency.overhead": ours}, section="11-latency")]).set_index("id")
+        assert set(table.match) == {OTHER_MACHINE}, table.match
+        assert table.loc["plan.ms", "ours"] == f"{ours} ms" and table.loc["plan.ms", "chapter"] == "89 ms"
+        assert "Node 22" in table.loc["plan.ms", "tolerance"] and "CPython" in table.loc["plan.ms", "tolerance"]
+        line = tally(table.reset_index())
+        assert line.startswith("0 of 2 chapter figures reproduced exactly, 0 within tolerance, "
+                               "2 measured here on another machine, ") and line.endswith(", 0 differ"), line
+
+
+def test_only_the_times_the_design_sets_keep_a_tolerance():
+    """A tolerance is a claim that the figure is ours to reproduce: the scan's ticks (500, 1000 ms), its length
+    (3 s), a Stop at 1.2 s and a Stop that waits for nothing are set by the tool and the experiment, not by
+    the machine. Nothing else is judged within a tolerance."""
+    figures = chapter_figures()
+    assert set(figures.id[figures.kind == "time"]) == {"cancel.progress1", "cancel.progress2", "cancel.full",
+                                                        "cancel.stop", "cancel.click_to_stop"}
+    assert set(figures.id[figures.kind == "machine"]) == {"plan.ms", "latency.overhead"}
+    assert (figures.tolerance[figures.kind == "machine"] == "").all()
+
+
+LIBRARIES = {"libs.ai_versions": "945", "libs.ai_majors": "from 5 to 7", "libs.ai_agent_class": "Experimental_Agent",
+             "libs.langchain_versions": "132", "libs.openai_agents_versions": "83", "libs.openai_agents_major": "0.x",
+             "libs.ai_exit": "stopWhen (a list of stop predicates)"}
+
+
+def test_section_14s_registry_figures_are_listed_and_counted_even_when_nothing_is_measured():
+    """Notebook 14 measures none of them (they are a registry's history): its comparison still names all
+    seven, and every tally counts them, never leaving them out."""
+    table = compare({}, section="14-libraries")
+    assert dict(zip(table.id, table.chapter)) == LIBRARIES
+    assert set(table.match) == {OFFLINE} and (table.ours == "").all()
+    assert tally(table) == ("0 of 7 chapter figures reproduced exactly, 0 within tolerance, 0 not reproducible "
+                            "here, 7 not reproducible offline, 0 differ")
+    everything = compare({})
+    assert set(LIBRARIES) <= set(everything.id) and tally(everything).endswith("7 not reproducible offline, 0 differ")
+
+
+def test_a_figure_the_chapter_prints_twice_is_counted_as_a_repeat():
+    """Section 15 prints three figures of sections 01 and 02 again: each repeat names the figure it repeats,
+    with the same value, and the tally says how many of the exact ones are repeats."""
+    figures = chapter_figures().set_index("id")
+    again = figures[figures.tolerance.str.startswith("repeats ")]
+    assert sorted(again.index) == ["left.in100", "left.in8", "left.prompts"]
+    for figure_id, row in again.iterrows():
+        first = row.tolerance.removeprefix("repeats ")
+        assert figures.loc[first, "value"] == row.value and figures.loc[first, "kind"] == row.kind, figure_id
+    measured = {"left.in8": 3431, "left.in100": 337299, "left.prompts": [204, 269, 342], "cap.in8": 3431}
+    assert tally(compare(measured)).startswith("4 of 15 chapter figures reproduced exactly (3 of them repeats "
+                                               "of earlier figures), 0 within tolerance, ")
+    assert tally(compare({**measured, "left.in8": 3430})).startswith("3 of 15 chapter figures reproduced "
+                                                                     "exactly (2 of them repeats")
+    assert "(" not in tally(compare({"cap.in8": 3431}, section="02-turn-cap"))

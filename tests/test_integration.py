@@ -140,7 +140,7 @@ def test_a_subagents_answer_is_not_streamed_as_the_runs_own(capsys):
     out, err = capsys.readouterr()
     child_answer = "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
     streamed = out.split("delegate, cap 50")[0]  # what arrived as text, before the run's line
-    assert streamed.strip() == "The research subagent reports: " + child_answer
+    assert streamed.strip() == "> The research subagent reports: " + child_answer  # (the model's lines marked)
     steps = [line.strip() for line in err.splitlines() if "step " in line]
     assert [s.split(":")[0] for s in steps] == ["step 1", "child step 1", "child step 2", "child step 3",
                                                "step 2"], steps

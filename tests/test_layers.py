@@ -12,10 +12,10 @@ PKG = Path(__file__).resolve().parents[1] / "harness_lib"
 
 # The harness (the core): the loop and what it is built from. Listed, not globbed, so a new module is a
 # decision about its layer.
-CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "state", "journal", "trace",
+CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "state", "journal", "files", "trace",
         "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "testing", "resources",
         "terminal"}
-OPERATING = {"lock", "ledger", "forecast", "local"}
+OPERATING = {"lock", "ledger", "forecast", "local", "local_format"}
 ENTRY = {"cli", "__main__"}  # the command line: at the top, beside the notebooks (`harness-lib chapter` too)
 
 

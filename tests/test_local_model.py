@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness_lib import local
+from harness_lib import local, local_format
 from harness_lib.chapter import plots
 from harness_lib.chapter import s12_local_model as s12
 from harness_lib.local import LocalModel, ModelFileError, NotInstalled, PortTaken, ServerFailed
@@ -98,6 +98,13 @@ def test_the_pinned_checksum_is_the_default(model_file, monkeypatch):
     monkeypatch.setattr(local, "MODEL_SHA256", "f" * 64)
     with pytest.raises(ModelFileError, match="expected f{64}"):
         LocalModel(model_file, command=FAKE).start()
+
+
+def test_a_chat_format_or_max_calls_it_cannot_serve_is_refused(model_file):
+    with pytest.raises(ValueError, match="chat_format must be 'harness-chatml' .ours. or 'chatml-function-calling'"):
+        LocalModel(model_file, chat_format="chatml")
+    with pytest.raises(ValueError, match="max_calls must be a whole number of at least 1"):
+        LocalModel(model_file, max_calls=0)
 
 
 @pytest.mark.parametrize("port", [-1, 65536, 1.5, True])
@@ -252,6 +259,15 @@ def test_the_six_tasks_against_a_well_behaved_fake(fake, monkeypatch):
     assert set(table.turns) == {2} and set(table.tool_runs) == {1} and set(table.status) == {"completed"}
     assert set(table.calls) == {"list_files()"} and set(table.answer) == {"fake answer after 1 turns"}
     assert [len(t) for t in table.attrs["turn_ms"]] == [2] * 6
+    # what the model read, turn by turn: turn 2 holds turn 1's call and, after it, the tool's result
+    assert [len(p) for p in table.attrs["prompts"]] == [2] * 6
+    second = s12.prompt_of(table, s12.TASKS[2], 2)
+    assert second == table.attrs["prompts"][2][1] and second.startswith("<|im_start|>system\n")
+    assert ("<|im_start|>assistant\nfunctions.list_files:\n{}<|im_end|>\n<|im_start|>user\n"
+            'functions.list_files returned: ["access.log","errors.log","notes.txt"]<|im_end|>') in second
+    assert "no turn 3" in s12.prompt_of(table, s12.TASKS[2], 3)
+    assert s12.request_of(table.attrs["messages"][0], 2) == table.attrs["messages"][0][:4]
+    assert s12.request_of(table.attrs["messages"][0], 3) is None
     total = s12.total_line(table)
     assert total.startswith("TOTAL turns=12  toolruns=6  wall=")
     assert len(s12.task_lines(table).splitlines()) == 6
@@ -280,6 +296,39 @@ def test_the_command_line_names_a_server_that_died(fake_installed, monkeypatch, 
     assert f"the run's state is saved in {tmp_path}" in out.err
     (saved,) = [load(tmp_path, p.stem) for p in tmp_path.glob("*.json")]
     assert saved.status == "interrupted" and "ConnectError" in saved.error
+
+
+def test_the_command_line_shows_the_prompt_of_each_turn(fake_installed, monkeypatch, capsys, tmp_path):
+    from harness_lib import cli
+    monkeypatch.setenv("FAKE_TOOL_TURNS", "1")
+    assert cli.main(["run", "--local-model", "--show-prompt", "--state-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("the prompt the model read ---") == 2 and err.count("--- end of the prompt ---") == 2
+    quoted = err.split("--- turn 2: the prompt the model read ---\n")[1].split("--- end of the prompt ---")[0]
+    assert all(line.startswith("> ") for line in quoted.splitlines())  # no line of a file passes for the harness's
+    turn2 = "".join(line[2:] for line in quoted.splitlines(keepends=True))
+    assert turn2.startswith("<|im_start|>system\n") and turn2.endswith("<|im_start|>assistant\n")
+    assert 'functions.list_files returned: ["access.log","errors.log","notes.txt"]' in turn2
+
+
+def test_prompts_read_only_whole_lines_and_nothing_before_a_start(model_file):
+    import tempfile
+    lm = LocalModel(model_file, command=FAKE)
+    assert lm.prompts() == []                                   # not started: no log yet
+    lm._logdir = tempfile.TemporaryDirectory(prefix="harness-local-")
+    try:
+        assert lm.prompts() == []                               # started, no request yet
+        log = Path(lm._logdir.name) / "prompts.jsonl"
+        log.write_text(json.dumps({"prompt": "one"}) + "\n" + json.dumps({"prompt": "two"}) + "\n{\"prom")
+        assert lm.prompts() == ["one", "two"]                   # a line the server is still writing waits
+    finally:
+        lm._logdir.cleanup()
+
+
+def test_show_prompt_needs_the_local_model(capsys):
+    from harness_lib import cli
+    assert cli.main(["run", "plan", "--show-prompt"]) == 2
+    assert "--show-prompt shows the local model's prompts: it needs --local-model" in capsys.readouterr().err
 
 
 def test_the_command_line_without_the_extra_is_a_usage_error(monkeypatch, capsys):
@@ -326,12 +375,49 @@ def test_live_six_tasks_on_the_real_local_model(tmp_path):
     print(f"\n{s12.task_lines(table)}\n{s12.total_line(table)}\n"
           f"load {server.load_s:.1f} s, whole test {seconds:.1f} s")
     assert list(table.task) == s12.TASKS
-    assert set(table.status) <= {"completed", "max_turns_exceeded", "interrupted"}
+    assert set(table.status) <= {"completed", "max_turns_exceeded", "interrupted", "failed"}
+    # failed only where the chat format cut a rambling call at its argument bound (local_format), said so
+    assert all("cut at the server's length limit" in e for e in table[table.status == "failed"].error)
     assert all(1 <= t <= s12.MAX_TURNS for t in table.turns)
     assert table.tool_runs.sum() >= 1, "the model called no tool at all: is tool_choice sent?"
     assert all(len(ms) == t for ms, t in zip(table.attrs["turn_ms"], table.turns))
     assert lines[-1].startswith("local model: ready at")
-    assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"
+    # the model read every tool result in the turn after its call, and nothing escaped (issue 21)
+    for task, messages, prompts in zip(table.task, table.attrs["messages"], table.attrs["prompts"]):
+        turns = table.set_index("task").loc[task, "turns"]
+        assert len(prompts) == turns and not any("&#" in p for p in prompts)
+        for turn in range(2, turns + 1):
+            sent = s12.request_of(messages, turn)
+            after_last_reply = sent[max(i for i, m in enumerate(sent) if m["role"] == "assistant") + 1:]
+            for result in after_last_reply:
+                assert f"functions.{result['name']} returned: {result['content']}" in prompts[turn - 1]
+    # what bounds the time on any machine: what the model may write in one turn (the format's step bounds)
+    most = 32 + max(local_format.MAX_TEXT_TOKENS, local_format.MAX_CALLS * (local_format.MAX_ARGUMENT_TOKENS + 32))
+    assert all(0 < n <= most for task in table.attrs["completion_tokens"] for n in task)
+    if os.environ.get("CI"):  # and CI's machine runs nothing else; on the developers' shared one, at load 9 to
+        assert seconds < 300, f"the live run took {seconds:.0f} s: too slow for CI"  # 11, the run took 330 s
+
+
+@pytest.mark.slow
+def test_live_stream_works_and_gives_the_same_run(tmp_path, capsys):
+    """``run --local-model --stream``: the server streams its replies (tool calls too), and greedy decoding
+    gives the same calls as the run that did not stream."""
+    _need_the_extra()
+    from harness_lib import cli
+    runs = {}
+    for stream in (False, True):
+        argv = ["run", "--local-model", "--json", "--max-turns", "2", "--task", s12.TASKS[1],
+                "--state-dir", str(tmp_path / str(stream)), "--run-id", "r"] + (["--stream"] if stream else [])
+        assert cli.main(argv) == 0
+        runs[stream] = json.loads(capsys.readouterr().out)
+        saved = load(tmp_path / str(stream), "r")
+        runs[stream]["calls"] = s12._calls(saved)
+        runs[stream]["estimated"] = any(t.get("estimated") for t in saved.per_turn)
+    assert runs[True]["status"] in ("completed", "max_turns_exceeded", "interrupted"), runs[True]
+    assert "stream" not in (runs[True].get("error") or "")
+    keys = ("status", "turns", "tool_runs", "calls", "answer")
+    assert {k: runs[True][k] for k in keys} == {k: runs[False][k] for k in keys}
+    assert not runs[True]["estimated"]   # the usage came in the stream's last chunk
 
 
 @pytest.mark.slow
@@ -405,11 +491,6 @@ def test_adapt_request_keeps_the_transcript_but_for_null_content():
     assert local.adapt_request({**body, "temperature": 0.7})["temperature"] == 0.7
 
 
-def test_adapt_request_can_hand_tool_results_in_as_user_turns():
-    out = local.adapt_request({"messages": TRANSCRIPT}, "user")
-    assert out["messages"][3] == {"role": "user", "content": 'functions.list_files returned:\n["a.log"]'}
-
-
 @pytest.mark.parametrize("body", [None, [], "x", {"messages": "no"}, {}])
 def test_adapt_request_leaves_what_it_does_not_understand(body):
     assert local.adapt_request(body) == body
@@ -429,7 +510,7 @@ def test_the_middleware_rewrites_chat_bodies_only():
         chunks = [{"type": "http.request", "body": raw[:5], "more_body": True},
                   {"type": "http.request", "body": raw[5:], "more_body": False}]
         scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
-        await local._AdaptRequests(app, "drop")(scope, lambda: asyncio.sleep(0, chunks.pop(0)), None)
+        await local._AdaptRequests(app)(scope, lambda: asyncio.sleep(0, chunks.pop(0)), None)
 
     raw = json.dumps({"messages": TRANSCRIPT}).encode()
     asyncio.run(go("/v1/chat/completions", raw))

@@ -22,9 +22,11 @@ from harness_lib.chapter import s09_cancellation as s09
 from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s11_latency as s11
 from harness_lib.chapter import s12_local_model as s12
-from harness_lib.chapter import s14_stop_conditions as s14
+from harness_lib.chapter import s14_libraries as s14
+from harness_lib.chapter import s15_what_is_left as s15
 from harness_lib.chapter.figures import compare
 from harness_lib.trace import read
+from harness_lib.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -72,6 +74,40 @@ def test_local_summary_reproduces_the_chapter_total_line():
     summary = s12.local_summary(s12.recorded_local_model())
     table = compare(summary, section="12-local-model")
     assert (table["chapter"].str.removesuffix(" ms") == table["ours"].str.removesuffix(" ms")).all()
+
+
+def test_history_shares_sum_to_what_each_request_was_billed(url):
+    """Notebook 15's split of every request: the parts of each turn add up to the prompt tokens the provider
+    billed, the schemas and the task are the same every turn, and only history grows."""
+    tools = [t.schema() for t in Workspace.copy_of().tools()]
+    left = arun(s15.what_is_left(url, caps=(8, 30)))
+    for state in (left.plan, left.runs[30]):
+        parts = s15.history_shares(state, tools)
+        assert (parts["prompt"] == parts["billed"]).all() and len(parts) == state.turns
+        assert parts["tool schemas"].nunique() == 1 and parts["the task"].nunique() == 1
+        assert parts["history %"].is_monotonic_increasing and parts["history %"].iloc[0] == 0
+    assert left.measured == {"left.in8": 3431, "runaway, cap 30: input tokens": left.runs[30].prompt_tokens,
+                             "left.prompts": [204, 269, 342]}
+    effect = s15.cap_effect(left.runs, s15.history_shares(left.runs[30], tools))
+    assert effect["same turns as the longest run"].all() and effect.loc[8, "last prompt"] == 653
+
+
+def test_the_last_reports_tally_or_one_line_saying_why_not(tmp_path):
+    """Notebook 15 reads the report `make chapter` wrote: its tally as the report counts it, by section; a
+    missing, damaged or foreign file is one line, never a traceback."""
+    from harness_lib.chapter.figures import compare, tally
+
+    table = compare({"plan.turns": 3, "plan.ms": 9, "left.in8": 3431, "runaway, cap 5: input tokens": 1})
+    table.to_csv(tmp_path / "chapter.csv", index=False)
+    counts, line = s15.report_tally(tmp_path / "chapter.csv")
+    assert line == tally(table[table.match != "the chapter has no figure for this value"])
+    assert counts.loc["01-loop", "figures"] == 2 and counts.loc["14-libraries", "not reproducible offline"] == 7
+    assert list(counts.index) == ["01-loop", "12-local-model", "14-libraries", "15-what-is-left"]
+    (tmp_path / "bad.csv").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    for name, says in (("none.csv", "no report yet"), ("bad.csv", "cannot be read"), ("other.csv", "not a report")):
+        counts, line = s15.report_tally(tmp_path / name)
+        assert counts is None and says in line and "\n" not in line, line
 
 
 _SCENARIO = common.scenario
@@ -133,6 +169,8 @@ def _figures():
                           "turn_cost_usd": [0.1, 0.2, 0.2]})
     latency = pd.DataFrame({"latency_ms": [0, 50, 100], "wall_ms": [5.0, 155.0, 305.0]})
     stopped = pd.DataFrame({"turns": [3, 3], "cost_usd": [prefix.loc[3, "cost_usd"]] * 2}, index=["x", "y"])
+    shares = pd.DataFrame({"tool schemas": [163] * 4, "the task": [41] * 4, "old assistant turns": [0, 34, 67, 100],
+                           "old tool results": [0, 31, 62, 93]}, index=pd.RangeIndex(1, 5, name="turn"))
     return {
         "request_parts": s01.request_parts_plot(parts),
         "quadratic_growth": s02.quadratic_growth_plot(prefix, np.polyfit(prefix.index, prefix["input_tokens"], 2)),
@@ -144,6 +182,8 @@ def _figures():
         "turn_costs": s10.turn_costs_plot(turns),
         "latency_fit": s11.latency_fit_plot(latency, 3.0, 5.0),
         "stops_on_curve": s14.stops_on_curve_plot(prefix, stopped),
+        "history_growth": s15.growth_plot(shares, shares.loc[[1, 2, 3]]),
+        "window": s15.window_plot([204, 269, 333], [204, 269, 326]),
     }
 
 
@@ -208,7 +248,7 @@ def test_execute_runs_a_notebook_in_place(tmp_path):
 # -- the notebooks as files -------------------------------------------------------------------------
 def test_there_is_one_notebook_per_section_in_chapter_order():
     names = [p.stem for p in NOTEBOOKS]
-    assert [int(n[:2]) for n in names] == list(range(15))
+    assert [int(n[:2]) for n in names] == list(range(16))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -299,3 +339,14 @@ def test_a_build_cell_that_runs_something_is_refused(tmp_path, monkeypatch):
     nbformat.write(nb, tmp_path / "99-x.ipynb")
     with pytest.raises(LookupError, match="no cell tagged 'build'"):
         built_cells.load("99-x")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_builds_its_piece_and_a_test_holds_it_to_the_library(path):
+    """Issue 18: the reader builds each section's mechanism in cells tagged build, and tests/built runs them
+    beside harness_lib. A notebook without either teaches by calling hidden functions again."""
+    import built_cells
+
+    assert built_cells.build_cells(path.stem), f"{path.name} has no cell tagged 'build'"
+    (test,) = (ROOT / "tests" / "built").glob(f"test_{path.stem[:2]}_*.py")
+    assert f'"{path.stem}"' in test.read_text(), f"{test.name} does not load {path.stem}'s build cells"

@@ -3,8 +3,9 @@ and environment faults, a state file that cannot be turned against the workspace
 
 The campaign (``tests/operator_campaign.py``, also a script that prints the README's figures) is run
 whole by the ``slow`` test at the end: 100 races between two commands on one run, signals at random
-instants, a disk filled under a running run (a tmpfs). Its quick groups (tampered state files, bad
-environments, hostile text, the issue's other reports) run one case per test.
+instants, a disk filled under a running run (a tmpfs), and issue 20's cases (``tests/test_hostile.py``, in
+a child pytest). Its quick groups (tampered state files, bad environments, hostile text, the issue's other
+reports) run one case per test here; issue 20's, one per test in ``tests/test_hostile.py``.
 """
 
 import json
@@ -190,6 +191,7 @@ def test_the_operator_campaign():
     problems = [f"{c.group} / {c.name}: {p}" for c in cases for p in c.problems]
     assert problems == []
     assert f["by_group"]["race"] >= 100 and f["races_refused_while_the_other_held_the_run"] >= 50
+    assert f["by_group"]["issue 20"] >= 50  # tests/test_hostile.py, each case counted with the others
     assert f["signals_stopping_a_run"] >= 5 and f["full_disk_stops"] >= 3
     assert (f["writes_doubled"], f["turns_paid_twice"], f["runs_lost"], f["tracebacks"]) == (0, 0, 0, 0)
     assert f["turns_lost_to_a_second_signal"] <= f["second_signals"]

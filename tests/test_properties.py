@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from harness_lib.loop import Options, run
+from harness_lib.numbers import MAX_USD
 from harness_lib.pricing import CHAPTER_PRICES
 from harness_lib.state import approve, load, new_run, pending, reject
 from harness_lib.testing import FakeModel, asks, call
@@ -264,7 +265,8 @@ def test_the_cases_that_found_bugs_keep_the_loops_promises(name):
                  st.text(max_size=3)))
 def test_limits_that_make_no_sense_are_rejected_up_front(value):
     ok_turns = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    ok_budget = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    ok_budget = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                 and 0 < value <= MAX_USD)  # above a billion dollars: a typo (numbers.py)
     for name, ok in (("max_turns", ok_turns), ("max_budget_usd", ok_budget)):
         if value is None:
             continue

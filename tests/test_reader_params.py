@@ -34,6 +34,7 @@ from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s11_latency as s11
 from harness_lib.chapter import s12_local_model as s12
 from harness_lib.chapter import s13_subagent as s13
+from harness_lib.chapter import s14_libraries as s14
 from harness_lib.chapter.figures import NO_FIGURE, compare, relabel, tally
 from harness_lib.chapter.stop_button import STOP_REASON, Stopped, stoppable, whole
 from harness_lib.loop import Options, run
@@ -105,7 +106,7 @@ def test_every_comparison_shows_its_tolerance():
     table = compare({"cancel.full": 3010, "plan.turns": 3, "latency.overhead": 9}).set_index("id")
     assert table.loc["cancel.full", "tolerance"] == "± 100 ms"
     assert table.loc["plan.turns", "tolerance"] == "exact"
-    assert table.loc["latency.overhead", "tolerance"] == "± 15 ms"
+    assert table.loc["latency.overhead", "tolerance"].startswith("none: another machine and runtime")
     assert table.loc["local.turns", "tolerance"] == "needs the chapter's machine"
 
 
@@ -129,9 +130,13 @@ def test_a_misspelt_figure_id_is_an_error_not_a_silent_row():
     (lambda u: s08.resume_after_kill(u, kill_after_tool_results=3), "KILL_AFTER_TOOL_RESULTS"),
     (lambda u: s08.resume_after_kill(u, hold_ms=-5), "HOLD_MS"),
     (lambda u: s09.cancellation(u, stop_at=0), "STOP_AT"),
-    (lambda u: s11.latency((0,), repeats=1), "LATENCIES_MS"),
+    (lambda u: s11.latency((), repeats=1), "LATENCIES_MS"),   # one latency is fine (no slope), none is not
+    (lambda u: s11.latency((0, 400), repeats=1), "LATENCIES_MS"),
+    (lambda u: s11.latency(0, repeats=6), "REPEATS"),
     (lambda u: s13.subagent(u, child_max_turns=0), "CHILD_MAX_TURNS"),
     (lambda u: s13.subagent(u, child_budget_usd="5"), "CHILD_BUDGET_USD"),
+    (lambda u: s13.subagent(u, child_model="slow", stop_at=0), "STOP_AT"),
+    (lambda u: s14.peers(u, cap="8"), "STEP_COUNT"),
     (lambda u: s00.switch_servers(u, "runaway"), "SCENARIO"),
     (lambda u: s06.try_dedupe(u, "repeat", "sometimes"), "TRY_DEDUPE"),
     (lambda u: s10.trace_demo(u, run_id=""), "RUN_ID"),
@@ -176,7 +181,7 @@ def private_tmp(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_kill_experiment_anywhere_and_leaves_no_folder(url, private_tmp):
-    table, events, measured = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
+    table, events, measured, *_ = arun(s08.resume_after_kill(url, kill_after_tool_results=1, hold_ms=400))
     assert table.index[0] == "child killed (SIGKILL, exit -9)"
     assert table["turns"].tolist() == [1, 3] and table["status"].tolist() == ["running", "completed"]
     assert all(" " in k for k in measured)  # killed elsewhere than the chapter: no chapter figure applies
@@ -193,11 +198,11 @@ def test_trace_demo_and_the_two_process_run_leave_no_folder(url, private_tmp):
 
 
 def test_the_prose_about_the_child_follows_its_cap(url):
-    out, table = arun(s13.subagent(url, child_max_turns=2))
-    story = s13.child_story(out)
+    state, events, table = arun(s13.subagent(url, child_max_turns=2))
+    story = s13.child_story(state, events)
     assert table.loc["child (research)", "turns"] == 2 and story.startswith("The child spent 2 turns")
-    out, _ = arun(s13.subagent(url))
-    assert s13.child_story(out).startswith("The child spent 3 turns and ran 2 tool calls")
+    state, events, _ = arun(s13.subagent(url))
+    assert s13.child_story(state, events).startswith("The child spent 3 turns and ran 2 tool calls")
 
 
 def test_fatal_row_does_not_claim_the_model_read_the_error(url):
@@ -318,9 +323,52 @@ def test_notebook_03_with_a_scalar_budget_and_a_bad_one(tmp_path):
     assert not _outputs(nb, "error")
     assert "3 of 3 chapter figures reproduced exactly" in "".join(o.get("text", "") for o in _outputs(nb, "stream"))
     nb = _execute_with("03", "BUDGETS = 'a lot'", tmp_path)
+    # Every cell runs here (allow_errors), as the late cells of a Run All on a busy machine do: each cell after
+    # the failed check is held and says the check's one line, none reaches library code with 'a lot'.
     errors = _outputs(nb, "error")
-    assert errors and all(e.traceback == ["ParameterError: BUDGETS accepts a number of dollars above 0 and at most "
-                                          "1, or a tuple of them; got 'a lot'"] for e in errors[:1])
+    assert len(errors) > 1 and all(e.traceback == ["ParameterError: BUDGETS accepts a number of dollars above 0 and "
+                                                   "at most 1, or a tuple of them; got 'a lot'"] for e in errors)
+
+
+def test_a_failed_check_holds_the_other_cells_until_a_check_passes():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        assert shell.run_cell("from harness_lib.chapter import params, s03_budget as s03\n"
+                              "BUDGETS, SWEEP = 'a lot', 4").success
+        check = "BUDGETS, SWEEP = params.check(s03.PARAMETERS, BUDGETS=BUDGETS, SWEEP=SWEEP).values()"
+        assert isinstance(shell.run_cell(check).error_in_exec, params.ParameterError)
+        held = shell.run_cell("ran = [b for b in BUDGETS]")
+        assert isinstance(held.error_in_exec, params.ParameterError) and "ran" not in shell.user_ns
+        assert "got 'a lot'" in str(held.error_in_exec)
+        assert shell.run_cell("BUDGETS = (0.01, 0.02)").success  # setting a parameter is never held
+        assert isinstance(shell.run_cell("ran = 1").error_in_exec, params.ParameterError)  # until it is checked
+        assert shell.run_cell(check).success
+        assert shell.run_cell("ran = [b for b in BUDGETS]").success and shell.user_ns["ran"] == [0.01, 0.02]
+    finally:
+        params._hold(None, [])
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.slow
+def test_notebook_05_with_other_caps_prints_its_ratio_from_the_runs(tmp_path):
+    """Issue 19: any CAP but 20, or PERMANENT_CAP = 13, ended Run All in KeyError: 'perm.ratio'."""
+    nb = _execute_with("05", "CAP = 30\nPERMANENT_CAP = 13", tmp_path)
+    assert not _outputs(nb, "error")
+    text = "".join(o.get("text", "") for o in _outputs(nb, "stream"))
+    assert "turns=13  toolruns=12  in=8,124  cost=$0.021084" in text
+    assert "5.9 times the cost of the run that recovered" in text and "0 of 0 chapter figures" in text
+
+
+@pytest.mark.slow
+def test_notebook_14_says_in_one_line_why_it_refuses_a_limit_written_as_text(tmp_path):
+    """MY_LIMIT = "3" used to reach the reader's condition, which raised comparing a count with a string, and the
+    run printed status=failed turns=0 and nothing else; the setup cell now refuses it first, in one line."""
+    nb = _execute_with("14", 'MY_LIMIT = "3"', tmp_path)
+    first = _outputs(nb, "error")[0]
+    assert first.traceback == ["ParameterError: MY_LIMIT accepts a whole number from 1 to 50; got '3'"]
+    assert "status=failed" not in "".join(o.get("text", "") for o in _outputs(nb, "stream"))
 
 
 def test_the_prose_about_the_policies_follows_the_cap(url):

@@ -20,7 +20,7 @@ from harness_lib.chapter import plots
 from harness_lib.chapter import s03_budget as s03
 from harness_lib.chapter.common import continue_run, scenario
 from harness_lib.loop import Options, run
-from harness_lib.pricing import CHAPTER_PRICES, UNPRICED, Pricing
+from harness_lib.pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing
 from harness_lib.scripted.scripts import TIMEOUT_ANSWER, asks, call, text, turn_index
 from harness_lib.scripted.server import cut_to
 from harness_lib.state import load, new_run
@@ -220,8 +220,9 @@ def test_free_output_sends_no_max_tokens():
     assert model.sent and all("max_tokens" not in extra for extra in model.sent)
 
 
-@pytest.mark.parametrize("usd_out", [1e-20, 1e-9, 12e-6, 1.0, 1e6])
+@pytest.mark.parametrize("usd_out", [SMALLEST_PRICE / 1e6, 1e-9, 12e-6, 1e-3, MAX_PRICE / 1e6])
 def test_any_output_price_gives_a_max_tokens_that_fits(usd_out):
+    """From the least price a token may have above 0 to the most (pricing.py: a price outside is refused)."""
     model = Model(runaway_reply)
     s, _ = go(drive(model, 0.005, pricing=Pricing(2e-6, usd_out), max_turns=30))
     assert s.total_cost_usd <= 0.005 and s.status in ("budget_exceeded", "max_turns_exceeded")

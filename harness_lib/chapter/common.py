@@ -1,6 +1,8 @@
 """What every section's module shares: running one scripted scenario on a fresh copy of the workspace
-(``scenario``), approving as a person would (``approving``), pressing Stop after a delay (``cancel_after``), the
-cost of every cap from one run (``prefix_costs``) and a trace's lines as text (``trace_lines``).
+(``scenario``), approving as a person would (``approving``), pressing Stop a delay after a tool starts
+(``StopAfter``), the cost of every cap from one run (``prefix_costs``) and a trace's lines as text
+(``trace_lines``); and what the notebooks' own small harnesses lean on (``call_model``, ``side_by_side``,
+``show_source``).
 
 Every experiment of a section module takes the base URL of a running provider (``ScriptedProvider.shared()``
 in a notebook), runs the harness for real and returns a small named record: DataFrames to show and
@@ -12,9 +14,11 @@ posing as a measurement. Every parameter a notebook exposes is checked under the
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import inspect
 import json
+import ssl
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -81,13 +85,6 @@ def prefix_costs(state: RunState) -> pd.DataFrame:
                          "cost_usd": turns["cost_usd"].cumsum().round(6)})
 
 
-async def cancel_after(coro, seconds: float, reason: str = "user pressed Stop"):
-    """Run ``coro`` as a task and press Stop after ``seconds``: ``task.cancel(reason)``."""
-    task = asyncio.ensure_future(coro)
-    asyncio.get_running_loop().call_later(seconds, task.cancel, reason)
-    return await task
-
-
 async def approving(base_url: str, name: str, *, state: RunState | None = None, workspace: Workspace | None = None,
                     trace: Trace | None = None, **options) -> Outcome:
     """Run ``name`` and approve every call it stops for, as a person clicking "yes" would."""
@@ -113,11 +110,18 @@ Measured = dict[str, Any]
 
 
 # -- what the notebooks' own small harnesses lean on ------------------------------------------------------
+@functools.cache
+def tls() -> ssl.SSLContext:
+    """The TLS settings every ``call_model`` shares: building them costs ~45 ms, more than a scripted turn, and
+    a client built per call (as ``call_model`` is, to stay ten lines) would pay that every turn."""
+    return httpx.create_ssl_context()
+
+
 async def call_model(base_url: str, model: str, messages: list[dict], tools: list[dict]) -> dict:
     """One turn, as the chapter's ``callModel`` makes it: send the whole transcript and the tool schemas, get
     back the assistant's message, why it stopped, and the tokens it was billed. Nothing else: no retries, no
     deadline, no size limit, no streaming (``harness_lib.client.ModelClient`` adds those)."""
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=tls()) as http:
         response = await http.post(f"{base_url}/chat/completions",
                                    json={"model": model, "messages": messages, "tools": tools})
         response.raise_for_status()
@@ -131,14 +135,16 @@ COMPARED = ("status", "turns", "tool_runs", "in", "out", "cost_usd")
 
 def as_row(run) -> dict:
     """The fields two harnesses can be compared on, from a ``RunState``, an ``Outcome`` or a dict that has them
-    (a notebook's own small run, written as a dict or a dataclass with those names)."""
+    (a notebook's own small run, written as a dict or a dataclass with those names, ``prompt_tokens`` and
+    ``completion_tokens`` for ``in`` and ``out``)."""
     if isinstance(run, Outcome):
         run = run.state
     if isinstance(run, RunState):
         return {"status": run.status, "turns": run.turns, "tool_runs": run.tool_runs, "in": run.prompt_tokens,
                 "out": run.completion_tokens, "cost_usd": round(run.total_cost_usd, 6)}
-    if not isinstance(run, dict):
-        run = {k: getattr(run, k) for k in COMPARED if hasattr(run, k)}
+    if not isinstance(run, dict):  # "in" and "out" cannot be attribute names: an object says prompt_tokens...
+        names = {"in": "prompt_tokens", "out": "completion_tokens"}
+        run = {k: getattr(run, names.get(k, k)) for k in COMPARED if hasattr(run, names.get(k, k))}
     return {k: (round(run[k], 6) if k == "cost_usd" and run.get(k) is not None else run.get(k)) for k in COMPARED}
 
 
@@ -155,6 +161,24 @@ def side_by_side(runs: dict):
     kept = [c for c in COMPARED if frame[c].notna().all()]
     differ = [c for c in kept if frame[c].nunique(dropna=False) > 1]
     print(f"they agree on {', '.join(kept)}" if not differ else f"they DIFFER on {', '.join(differ)}")
+    display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
+
+
+def side_by_side_cases(cases: dict):
+    """Several cases at once, ``{case: {"the loop above": mine, "harness_lib.run": state}, ...}``: one table, a
+    row per run under its case, and a line saying whether the runs of each case agree on every field they all
+    have (the cases differ from each other: a policy, a cap, a script)."""
+    from IPython.display import display
+
+    from .params import table
+
+    frame = pd.concat({case: pd.DataFrame.from_dict({name: as_row(r) for name, r in runs.items()}, orient="index")
+                       for case, runs in cases.items()}, names=["case", "run"])
+    kept = [c for c in COMPARED if frame[c].notna().all()]
+    differ = {case: [c for c in kept if frame.loc[case, c].nunique(dropna=False) > 1] for case in cases}
+    differ = {case: fields for case, fields in differ.items() if fields}
+    print(f"in every case they agree on {', '.join(kept)}" if not differ else
+          "they DIFFER: " + "; ".join(f"{case} on {', '.join(fields)}" for case, fields in differ.items()))
     display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
 
 
@@ -196,3 +220,62 @@ def show_source(obj, start: str | None = None, end: str | None = None) -> Source
     name = getattr(obj, "__qualname__", None)
     where = path + (f", {name}" if name and not inspect.ismodule(obj) else "")
     return Source(textwrap.dedent("\n".join(lines[first:last + 1])), where)
+
+
+# -- Stop pressed at an event of the run ------------------------------------------------------------------
+class StopAfter:
+    """Stop pressed ``seconds`` after a tool starts (the first ``tool_start`` of the run, or of the tool named
+    ``tool``): a delay counted from an event of the run, never from the cell's start, which a busy machine can
+    move before the run's first turn. ``seconds=None`` never presses. The run hears the event through
+    ``on_event`` (a ``Trace``'s hook: ``trace()`` makes one) or calls ``start`` itself; ``run(coro)`` runs it as
+    a task that Stop, ``task.cancel("user pressed Stop")``, can end. ``progress`` records each progress label
+    with its time since the tool started, and passes a line to ``echo`` (``print``) as it comes."""
+
+    def __init__(self, seconds: float | None, tool: str | None = None, reason: str = "user pressed Stop", echo=None):
+        self.seconds, self.tool, self.reason, self.echo = seconds, tool, reason, echo
+        self.started: float | None = None   # time.perf_counter() at the tool's start
+        self.pressed: float | None = None   # ... when Stop was pressed (None: never, the run ended first)
+        self.ended: float | None = None     # ... when the run ended
+        self.timeline: list[dict] = []      # one {"t_ms", "label"} per progress event
+        self._task: asyncio.Future | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def ms(self, at: float | None) -> float | None:
+        """Milliseconds from the tool's start to ``at`` (a ``perf_counter`` time)."""
+        return None if at is None or self.started is None else (at - self.started) * 1000
+
+    def start(self, tool_name: str | None = None) -> None:
+        if self.started is not None or (self.tool is not None and tool_name != self.tool):
+            return
+        self.started = time.perf_counter()
+        if self.seconds is not None and self._task is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.seconds, self._press)
+
+    def on_event(self, event: dict) -> None:
+        if event["type"] == "tool_start":
+            self.start(event.get("toolName"))
+
+    def trace(self) -> Trace:
+        return Trace(timestamps=False, on_event=self.on_event)
+
+    def progress(self, label: str) -> None:
+        t_ms = round(self.ms(time.perf_counter()) or 0)
+        self.timeline.append({"t_ms": t_ms, "label": label})
+        if self.echo is not None:
+            self.echo(f"progress: {label}  (t+{t_ms:,} ms)")
+
+    def _press(self) -> None:
+        if self._task is not None and not self._task.done():
+            self.pressed = time.perf_counter()
+            self._task.cancel(self.reason)
+
+    async def run(self, coro):
+        self._task = task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda _: setattr(self, "ended", time.perf_counter()))
+        try:
+            return await task
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            if not task.done():  # the cell itself was cancelled from outside: take the run with it
+                task.cancel()

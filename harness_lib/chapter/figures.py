@@ -1,11 +1,25 @@
 """The chapter's published figures (harness_lib/data/chapter_figures.csv) and the comparison with ours.
 
-Token counts, turns, statuses and outcomes must match exactly; dollars and ratios match when ours,
-printed at the chapter's precision, reads the same; times match within the tolerance the CSV states
-(``3x``: within a factor of three; ``50ms``: within 50 ms); ``unreproducible`` figures need the
-chapter's own machine or model and are shown as recorded, or, where this machine measured them with
-another model (section 12 with the ``local`` extra), marked as such: a figure of a different model,
-beside the chapter's, never a match.
+Each figure has a kind, and the kind says what "match" means:
+
+* token counts, turns, statuses and outcomes must match exactly; dollars and ratios match when ours,
+  printed at the chapter's precision, reads the same;
+* ``time``: a time the design sets (a progress tick every 500 ms, a 3 s scan, Stop pressed at 1.2 s, a
+  Stop that waits for nothing) matches within the tolerance the CSV states (``3x``: within a factor of
+  three; ``50ms``: within 50 ms);
+* ``machine``: a time of the chapter's machine and runtime (Node 22 there, CPython here: the plan run's
+  wall time, the harness's overhead). Ours is measured here and shown beside it with that reason, never
+  judged against it: "measured here, another machine", never "within tolerance";
+* ``unreproducible``: figures of the chapter's own machine and model (section 12), shown as recorded, or,
+  where this machine measured them with another model (the ``local`` extra), marked as such: a figure of a
+  different model, beside the chapter's, never a match;
+* ``registry``: figures of a package registry's history (section 14: versions published in a year, majors
+  moved). They need the registry as it was on the chapter's date: "not reproducible offline", listed by
+  name and counted, never left out.
+
+A figure the chapter prints twice (section 15 repeats the runaway's and the plan run's) has a row of its
+own in each section, the second saying ``repeats <id>`` in its tolerance column: it is compared as the
+first is, and the tally says how many of the figures reproduced are such repeats.
 
 A reader who changes a parameter measures values the chapter never printed: a measured key that is not a
 figure id but a label (it contains a space, e.g. ``"runaway, cap 5: input tokens"``) is listed with "the
@@ -25,6 +39,10 @@ EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducibl
 NO_FIGURE = "the chapter has no figure for this value"
 COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
 OTHER_MODEL = "measured here, another model"
+OTHER_MACHINE = "measured here, another machine"
+OFFLINE = "not reproducible offline"
+ALWAYS_LISTED = ("unreproducible", "registry")  # listed for their section whether measured or not
+REPEATS = "repeats "  # the tolerance column of a figure the chapter prints a second time: "repeats cap.in8"
 
 
 def chapter_figures() -> pd.DataFrame:
@@ -51,6 +69,10 @@ def render(value, like: str = "") -> str:
 def judge(kind: str, chapter: str, ours: str, tolerance: str) -> str:
     if kind == "unreproducible":
         return OTHER_MODEL if ours else NOT_HERE
+    if kind == "registry":
+        return OFFLINE
+    if kind == "machine":
+        return OTHER_MACHINE if ours else NOT_HERE
     if kind != "time":
         return EXACT if chapter == ours else DIFFERS
     try:
@@ -69,8 +91,13 @@ def tolerance_text(kind: str, tolerance: str) -> str:
     """What "match" means for a figure, in words: the tolerance every comparison table shows."""
     if kind == "unreproducible":
         return "needs the chapter's machine"
+    if kind == "registry":
+        return "needs the npm registry as it was on 7 September 2026"
+    if kind == "machine":
+        return "none: another machine and runtime (the chapter's Node 22, this machine's CPython)"
     if kind != "time":
-        return "exact"
+        return f"exact (the chapter printed it first as {tolerance.removeprefix(REPEATS)})" \
+            if tolerance.startswith(REPEATS) else "exact"
     if tolerance.endswith("x"):
         return f"within {tolerance[:-1]}×"
     return f"± {tolerance.removesuffix('ms')} ms"
@@ -82,8 +109,8 @@ def is_label(key: str) -> bool:
 
 def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
     """figure | chapter | ours | tolerance | match, for the figures of ``section`` (all of them when
-    None) that were measured (the unreproducible ones are always listed), then the measured values the
-    chapter has no figure for (keys that are labels, not ids)."""
+    None) that were measured (the unreproducible and the registry's are always listed, measured or not),
+    then the measured values the chapter has no figure for (keys that are labels, not ids)."""
     figures = chapter_figures()
     unknown = [k for k in measured if not is_label(k) and k not in set(figures["id"])]
     if unknown:
@@ -92,7 +119,7 @@ def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
     for f in figures.itertuples():
         if section and f.section != section:
             continue
-        if f.id not in measured and f.kind != "unreproducible":
+        if f.id not in measured and f.kind not in ALWAYS_LISTED:
             continue
         ours = render(measured.get(f.id), f.value)
         rows.append({"section": f.section, "id": f.id, "figure": f.figure,
@@ -114,14 +141,27 @@ def relabel(measured: dict, note: str) -> dict:
     return {(f"{labels[k]} ({note})" if k in labels else k): v for k, v in measured.items()}
 
 
+def repeats(ids) -> set[str]:
+    """Which of ``ids`` are figures the chapter prints a second time (``repeats <id>`` in the CSV)."""
+    figures = chapter_figures()
+    return set(figures.id[figures.tolerance.str.startswith(REPEATS)]) & set(ids)
+
+
 def tally(table: pd.DataFrame) -> str:
+    """One line: how many of the table's chapter figures came back, by category. The categories this
+    table has none of among "measured here, another machine" and "not reproducible offline" are left out;
+    exact, within tolerance, not reproducible here and differ are always said."""
     counts = table["match"].value_counts() if "match" in table else pd.Series(dtype=int)
     total = len(table) - counts.get(NO_FIGURE, 0)
     other = f" ({counts[OTHER_MODEL]} measured here with another model)" if counts.get(OTHER_MODEL) else ""
-    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly, "
+    again = len(repeats(table.id[table.match == EXACT])) if "id" in table and len(table) else 0
+    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly"
+            + (f" ({again} of them repeats of earlier figures)" if again else "") + ", "
             f"{counts.get(WITHIN, 0)} within tolerance, "
-            f"{counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0)} not reproducible here{other}, "
-            f"{counts.get(DIFFERS, 0)} differ")
+            + (f"{counts[OTHER_MACHINE]} measured here on another machine, " if counts.get(OTHER_MACHINE) else "")
+            + f"{counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0)} not reproducible here{other}, "
+            + (f"{counts[OFFLINE]} not reproducible offline, " if counts.get(OFFLINE) else "")
+            + f"{counts.get(DIFFERS, 0)} differ")
     if counts.get(NO_FIGURE, 0):
         line += f"; {counts.get(NO_FIGURE)} more measured, with no chapter figure"
     return line

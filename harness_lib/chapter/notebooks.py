@@ -61,12 +61,18 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     return seconds
 
 
-def execute_all(paths=None, timeout: int = 600) -> dict[str, float]:
-    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}."""
-    paths = sorted(NOTEBOOKS.glob("*.ipynb")) if paths is None else [Path(p) for p in paths]
+def every_notebook() -> list[Path]:
+    """``notebooks/*.ipynb``, in order (00 first); an error saying where to run from when there are none."""
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
     if not paths:
         raise FileNotFoundError(f"no notebooks in {NOTEBOOKS.resolve()}: the notebooks come with the project, not "
                                 "the installed package; run this from the project's folder")
+    return paths
+
+
+def execute_all(paths=None, timeout: int = 600) -> dict[str, float]:
+    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}."""
+    paths = every_notebook() if paths is None else [Path(p) for p in paths]
     return {p.name: round(execute(p, timeout=timeout), 1) for p in paths}
 
 

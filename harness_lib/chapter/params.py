@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -210,7 +211,41 @@ def check(spec: dict[str, Spec], **values) -> dict:
         raise ParameterError("the parameters cell and its checks disagree: "
                              + "; ".join(filter(None, [unknown and f"not declared: {', '.join(unknown)}",
                                                        missing and f"not given: {', '.join(missing)}"])))
-    return {name: spec[name].check(name, value) for name, value in values.items()}
+    try:
+        checked = {name: spec[name].check(name, value) for name, value in values.items()}
+    except ParameterError as e:
+        _hold(str(e), list(spec))
+        raise
+    _hold(None, [])
+    return checked
+
+
+# -- until the parameters pass, the notebook's other cells say the same line ----------------------------
+# Run All sends every cell to the kernel at once, and the kernel drops the ones still queued when a cell
+# fails. On a busy machine some arrive after that: without a hold they would run on the value the check just
+# refused (iterate the string 'a lot' as budgets) and fail inside library code. Held, every such cell (and any
+# cell run by hand before the parameters are fixed) shows the check's one line instead. A cell that sets a
+# parameter or calls ``check`` is never held, so the reader can always fix the value and re-run the setup.
+_HELD: dict = {"message": None, "names": []}
+
+
+def _holding(lines: list[str]) -> list[str]:
+    message, source = _HELD["message"], "".join(lines)
+    if message is None or "params.check(" in source or any(
+            re.search(rf"^\s*{re.escape(n)}\s*=", source, re.M) for n in _HELD["names"]):
+        return lines
+    return [f"from harness_lib.chapter.params import ParameterError as _E; raise _E({message!r})\n"]
+
+
+def _hold(message: str | None, names: list[str]) -> None:
+    _HELD.update(message=message, names=names)
+    try:
+        from IPython import get_ipython
+    except ImportError:  # outside IPython there is no queue of cells to hold
+        return
+    shell = get_ipython()
+    if shell is not None and _holding not in shell.input_transformers_post:
+        shell.input_transformers_post.append(_holding)
 
 
 # -- showing things -------------------------------------------------------------------------------------

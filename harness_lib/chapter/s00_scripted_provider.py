@@ -1,4 +1,5 @@
-"""Notebook 00, the scripted provider: its catalogue of scripts, and a run that moves servers half-way.
+"""Notebook 00, the scripted provider: its catalogue of scripts, and a run that moves servers half-way. The
+notebook writes the provider itself (a script's reply and its bill, served without HTTP) in its own cells.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from ..scripted import ScriptedProvider
 from . import params
 from .common import SCENARIOS_THAT_FINISH, approving, scenario
 from .stop_button import all_or_nothing
+
+PARAMETERS = {"SCENARIO": params.OneOf(SCENARIOS_THAT_FINISH),   # a script that ends without a turn cap
+              "SWITCH_AFTER_TURNS": params.Whole(1, 19)}         # turns on the first server (the run's cap is 20)
 
 
 class SwitchServers(NamedTuple):
@@ -30,8 +34,7 @@ def script_catalogue() -> pd.DataFrame:
 async def switch_servers(base_url: str, scenario_name: str = "plan", switch_after_turns: int = 2) -> SwitchServers:
     """Run ``scenario_name`` for ``switch_after_turns`` turns on one server, shut it down, finish the same
     state on a brand-new server; beside it, the same run on one server throughout."""
-    params.one_of("SCENARIO", scenario_name, SCENARIOS_THAT_FINISH)
-    params.whole_number("SWITCH_AFTER_TURNS", switch_after_turns, 1, 19)
+    params.check(PARAMETERS, SCENARIO=scenario_name, SWITCH_AFTER_TURNS=switch_after_turns)
     with ScriptedProvider() as first:
         half = await scenario(first.base_url, scenario_name, max_turns=switch_after_turns)
     first_leg = f"status={half.state.status}, turns={half.state.turns}"

@@ -1,5 +1,7 @@
-"""Notebook 02, the turn cap: one runaway run per cap, every cap from one long run, the quadratic fit;
-beyond the chapter, pricing a cap before raising it (``harness_lib.forecast``) and where that forecast breaks.
+"""Notebook 02, the turn cap: what the notebook's caps sweep measured (``cap_figures``), every cap from one
+long run, the quadratic fit; beyond the chapter, pricing a cap before raising it (``harness_lib.forecast``) and
+where that forecast breaks. The notebook writes the capped loop and the sweep in its own cells; ``cap_table``
+is the same sweep for `make chapter`'s report and the tests, and shares ``cap_figures`` with it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ from matplotlib.figure import Figure
 from ..forecast import CHAPTER_CAPS, forecast
 from ..scripted.counting import usage
 from ..scripted.scripts import call, turn_index
+from ..state import RunState
 from . import params
-from .common import MAX_CAP, Measured, prefix_costs, scenario
+from .common import Measured, as_row, prefix_costs, scenario
 from .plots import BLUE, GREY, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing
+
+# A cap of 200 is 1.3 M input tokens, about 2 s of runaway (the forecast runs each cap again, replies varying).
+PARAMETERS = {"CAPS": params.Whole(1, 200, several=True),   # the sweep: one runaway run per cap
+              "LONG_CAP": params.Whole(3, 200),             # one long run whose prefixes price every cap
+              "OBSERVED": params.Whole(2, 20)}              # turns a forecast reads (one shows no growth)
 
 
 class CapTable(NamedTuple):
     """02: one runaway run per turn cap."""
-    table: pd.DataFrame     # indexed by cap: status, turns, tokens, cost, wall time
+    table: pd.DataFrame     # indexed by cap: status, turns, tool runs, tokens, cost
     measured: Measured
 
 
@@ -40,16 +48,12 @@ class ForecastBreaks(NamedTuple):
     measured: Measured
 
 
-@all_or_nothing
-async def cap_table(base_url: str, caps=(8, 20, 50, 100)) -> CapTable:
-    """One runaway run per cap. The chapter printed input tokens at caps 8, 50 and 100, the cost at 20,
-    and the 100/50 ratios; any other cap is measured and listed as having no chapter figure."""
-    caps = params.whole_numbers("CAPS", caps, 1, MAX_CAP)
-    rows = []
-    for cap in caps:
-        out = await scenario(base_url, "runaway", max_turns=cap)
-        rows.append({"cap": cap, **out.row, "wall_ms": round(out.wall_ms)})
-    table = pd.DataFrame(rows).set_index("cap")
+def cap_figures(runs: dict[int, RunState]) -> CapTable:
+    """The sweep's table and figures, from its runs (cap -> the runaway's final state). The chapter printed
+    input tokens at caps 8, 50 and 100, the cost at 20, and the 100/50 ratios; any other cap is measured and
+    listed as having no chapter figure."""
+    table = pd.DataFrame([{"cap": cap, **as_row(state)} for cap, state in runs.items()]).set_index("cap")
+    caps = list(runs)
     ins, costs = table["in"], table["cost_usd"]
     measured = {f"cap.in{c}": int(ins[c]) for c in (8, 50, 100) if c in ins}
     if 20 in costs:
@@ -63,9 +67,16 @@ async def cap_table(base_url: str, caps=(8, 20, 50, 100)) -> CapTable:
 
 
 @all_or_nothing
+async def cap_table(base_url: str, caps=(8, 20, 50, 100)) -> CapTable:
+    """The notebook's sweep: one runaway run per cap."""
+    caps = PARAMETERS["CAPS"].check("CAPS", caps)
+    return cap_figures({cap: (await scenario(base_url, "runaway", max_turns=cap)).state for cap in caps})
+
+
+@all_or_nothing
 async def runaway_prefix(base_url: str, long_cap: int = 100) -> pd.DataFrame:
     """``prefix_costs`` of one runaway run of ``long_cap`` turns: the cost of every cap from 1 to it."""
-    long_cap = params.whole_number("LONG_CAP", long_cap, 3, MAX_CAP)
+    long_cap = PARAMETERS["LONG_CAP"].check("LONG_CAP", long_cap)
     return prefix_costs((await scenario(base_url, "runaway", max_turns=long_cap)).state)
 
 
@@ -92,11 +103,11 @@ def quadratic_fit(table: pd.DataFrame) -> np.ndarray:
 
 
 def _observed(observed: int) -> int:
-    return params.whole_number("OBSERVED", observed, 2, 20)  # one turn shows no growth
+    return PARAMETERS["OBSERVED"].check("OBSERVED", observed)
 
 
 def _caps(caps) -> tuple[int, ...]:
-    return params.whole_numbers("CAPS", caps, 1, MAX_CAP)
+    return PARAMETERS["CAPS"].check("CAPS", caps)
 
 
 @all_or_nothing
@@ -109,12 +120,16 @@ async def forecast_lines(base_url: str, observed: int = 3, caps=CHAPTER_CAPS, na
 
 
 @all_or_nothing
-async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway") -> CapForecast:
-    """Forecast each cap from the first ``observed`` turns of ``name`` (its trace), then run each cap."""
-    observed = params.whole_numbers("OBSERVED", observed, 2, 20)
+async def cap_forecast(base_url: str, observed=(2, 3), caps=CHAPTER_CAPS, name: str = "runaway",
+                       runs: dict[int, RunState] | None = None) -> CapForecast:
+    """Forecast each cap from the first ``observed`` turns of ``name`` (its trace), then run each cap (or take
+    the run of ``name`` at that cap from ``runs``, the notebook's sweep: the scripted model is a pure function,
+    so a run at the same cap is the same run)."""
+    low, high = PARAMETERS["OBSERVED"].low, PARAMETERS["OBSERVED"].high
+    observed = params.whole_numbers("OBSERVED", observed, low, high)
     caps = _caps(caps)
     head = await scenario(base_url, name, max_turns=max(observed))
-    measured_runs = {cap: (await scenario(base_url, name, max_turns=cap)).state for cap in caps}
+    measured_runs = {cap: await _capped(base_url, name, cap, runs) for cap in caps}
     rows = []
     for k in observed:
         for f in forecast(head.trace.events, observed=k, caps=caps):
@@ -148,10 +163,20 @@ class VaryingModel:
                 "usage": usage(messages, tools, message)}
 
 
+async def _capped(base_url: str, name: str, cap: int, runs: dict[int, RunState] | None, **options) -> RunState:
+    kept = (runs or {}).get(cap)
+    if kept is not None and kept.model == name and kept.status in ("completed", "max_turns_exceeded") \
+            and not options:  # not a run that Stop ended half-way
+        return kept
+    return (await scenario(base_url, name, max_turns=cap, **options)).state
+
+
 @all_or_nothing
-async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS) -> ForecastBreaks:
+async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS,
+                          runs: dict[int, RunState] | None = None) -> ForecastBreaks:
     """The same forecast on runs that break its assumption: a model whose replies vary in length, and
-    runs that answer before the cap (plan, recover), which the forecast prices as if they went on."""
+    runs that answer before the cap (plan, recover), which the forecast prices as if they went on. ``runs``:
+    the runaway's, by cap, if already made (``cap_forecast``)."""
     observed, caps = _observed(observed), _caps(caps)
     cases = {"runaway (the assumption holds)": dict(name="runaway"),
              "replies of varying length": dict(name="varying", client=VaryingModel()),
@@ -164,7 +189,7 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS) -
         seen = min(observed, head.state.turns)  # a run that answered sooner shows what it has
         predicted = {f.cap: f for f in forecast(head.state, observed=seen, caps=caps)}
         for cap in caps:
-            s = (await scenario(base_url, case["name"], max_turns=cap, **options)).state
+            s = await _capped(base_url, case["name"], cap, runs, **options)
             f = predicted[cap]
             rows.append({"run": label, "cap": cap, "observed_turns": seen, "status": s.status, "turns": s.turns,
                          "predicted_usd": f.cost_usd, "measured_usd": round(s.own_cost_usd, 6),

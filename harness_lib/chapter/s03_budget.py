@@ -1,12 +1,15 @@
-"""Notebook 03, the budget: the runaway under each budget, and the running cost it climbs; beyond the
-chapter, the strict budget (``Options(strict_budget=True)``) beside the chapter's check, and how far another
-tokenizer's count is from the local one.
+"""Notebook 03, the budget: what the notebook's budgets sweep measured (``budget_figures``), and the running
+cost the runaway climbs; beyond the chapter, the strict budget (``Options(strict_budget=True)``) beside the
+chapter's check, and how far another tokenizer's count is from the local one. The notebook writes the cost of a
+turn, the budget check and the sweep in its own cells; ``budget_table`` is the same sweep for `make chapter`'s
+report and the tests, and shares ``budget_figures`` with it.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+from dataclasses import dataclass
 from importlib import resources
 from typing import NamedTuple
 from unittest import mock
@@ -17,10 +20,26 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import tokens
+from ..state import RunState
 from . import params
 from .common import Measured, prefix_costs, scenario
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .stop_button import all_or_nothing
+
+
+@dataclass(frozen=True)
+class Dollars(params.Number):
+    """Budgets in dollars: one, or a tuple of them, each above ``low`` and at most ``high``."""
+
+    def check(self, name, value):
+        return params._several(name, value, lambda b: params.number(name, b, above=self.low, high=self.high),
+                               f"a number of dollars above {self.low:g} and at most {self.high:g}, or a tuple of them")
+
+
+# A $1 budget buys the runaway 121 turns (about a second); each SWEEP budget is two runs of up to 27 turns, the
+# strict one counting every request before sending it (25 of them: 4 s on two idle cores).
+PARAMETERS = {"BUDGETS": Dollars(0.0, 1.0, several=True),   # the runaway, no turn cap, once per budget
+              "SWEEP": params.Whole(0, 25)}                 # more budgets for the strict check's figure
 
 
 class BudgetTable(NamedTuple):
@@ -42,15 +61,11 @@ class TokenizerMargin(NamedTuple):
     measured: Measured
 
 
-@all_or_nothing
-async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)) -> BudgetTable:
-    """The runaway, no turn cap, once per budget. The chapter printed the $0.010 run only."""
-    budgets = params._several("BUDGETS", budgets, lambda b: params.number("BUDGETS", b, above=0, high=1.0),
-                              "a number of dollars above 0 and at most 1, or a tuple of them")
+def budget_figures(runs: dict[float, RunState]) -> BudgetTable:
+    """The sweep's table and figures, from its runs (budget -> the runaway's final state), in budget order. The
+    chapter printed the $0.010 run only; the others are listed as having no chapter figure."""
     rows = []
-    for b in budgets:
-        out = await scenario(base_url, "runaway", max_budget_usd=b)
-        s = out.state
+    for b, s in sorted(runs.items()):
         rows.append({"budget_usd": b, "status": s.status, "turns": s.turns, "spent_usd": round(s.own_cost_usd, 6),
                      "overshoot_usd": round(s.own_cost_usd - b, 6), "last_turn_usd": s.per_turn[-1]["cost_usd"],
                      "overshoot_within_one_turn": s.own_cost_usd - b <= s.per_turn[-1]["cost_usd"]})
@@ -63,6 +78,13 @@ async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)) -> BudgetTa
     for row in table[table.budget_usd != 0.010].itertuples():
         measured[f"budget ${row.budget_usd:.3f}, no cap: spent"] = f"{row.spent_usd:.6f}"
     return BudgetTable(table, measured)
+
+
+@all_or_nothing
+async def budget_table(base_url: str, budgets=(0.005, 0.010, 0.050)) -> BudgetTable:
+    """The notebook's sweep: the runaway, no turn cap, once per budget."""
+    budgets = checked_budgets(budgets)
+    return budget_figures({b: (await scenario(base_url, "runaway", max_budget_usd=b)).state for b in budgets})
 
 
 @all_or_nothing
@@ -91,8 +113,7 @@ def _ended_by(state) -> str:
 
 def checked_budgets(budgets) -> tuple[float, ...]:
     """The notebooks' BUDGETS: one budget or several, each above $0 and at most $1."""
-    return params._several("BUDGETS", budgets, lambda b: params.number("BUDGETS", b, above=0, high=1.0),
-                           "a number of dollars above 0 and at most 1, or a tuple of them")
+    return PARAMETERS["BUDGETS"].check("BUDGETS", budgets)
 
 
 def measured_lines(measured: dict) -> str:
@@ -115,7 +136,7 @@ async def strict_budgets(base_url: str, budgets=None, name: str = "runaway", swe
     if budgets is None:
         budgets = budget_sweep()
     else:
-        sweep = params.whole_number("SWEEP", sweep, 0, 200)
+        sweep = PARAMETERS["SWEEP"].check("SWEEP", sweep)
         budgets = sorted(set(checked_budgets(budgets)) | set(budget_sweep(sweep) if sweep else ()))
     rows = []
     for b in budgets:

@@ -1,60 +1,74 @@
-"""Notebook 04, five exits: one run per exit, and the resumable ones continued.
+"""Notebook 04, five exits: what the notebook's cells need and do not show. A provider that refuses every request
+(HTTP 401, as to a revoked key), and the table that lays the reader's loop and the library beside each other, exit
+by exit.
+
+The notebook writes the run as data, the loop that returns each exit, the hook that presses Stop once the slow
+tool has started (an event of the run, not an instant a busy machine can move), and the runs, in its own cells.
 """
 
 from __future__ import annotations
 
-import copy
-from typing import Any, NamedTuple
+import threading
 
 import pandas as pd
 
 from ..scripted import ScriptedProvider
-from ..state import approve
 from . import params
-from .common import MAX_CAP, cancel_after, scenario
-from .stop_button import all_or_nothing
+from .common import as_row
+
+# The capped runaway continued up to RAISED_CAP turns, by the reader's loop (a connection a turn) and the library.
+PARAMETERS = {"RAISED_CAP": params.Whole(1, 50)}
 
 
-class FiveExits(NamedTuple):
-    """04: one run per exit of the loop."""
-    table: pd.DataFrame     # one row per run: status, interruption, resumable, error
-    runs: dict              # row label -> ``Outcome``, for ``resume_the_resumable``
+class Refusing(ScriptedProvider):
+    """The scripted provider, answering every request with HTTP 401 (the chapter's failed run: a key the provider
+    no longer accepts). ``inject`` spends one fault a request; this one never runs out."""
+
+    def __init__(self):
+        super().__init__()
+        self._server.next_fault = lambda: "401"  # the server's own fault queue, read per request
 
 
-class Resumed(NamedTuple):
-    """04: two of ``five_exits``'s runs continued (copies of them)."""
-    raised: Any             # the capped runaway, continued with its cap raised (``Outcome``)
-    approved: Any           # the run that stopped for approval, its call approved (``Outcome``)
+_refusing: Refusing | None = None
+_lock = threading.Lock()
 
 
-@all_or_nothing
-async def five_exits(base_url: str) -> FiveExits:
-    outs = {
-        "plan, cap 20": await scenario(base_url, "plan", max_turns=20),
-        "runaway, cap 8": await scenario(base_url, "runaway", max_turns=8),
-        "runaway, budget $0.010": await scenario(base_url, "runaway", max_budget_usd=0.010),
-        "destructive (needs approval)": await scenario(base_url, "destructive"),
-        "slow, Stop at 0.3 s": await cancel_after(scenario(base_url, "slow"), 0.3),
-    }
-    with ScriptedProvider() as bad:
-        bad.inject("401")
-        outs["plan, provider answers 401"] = await scenario(bad.base_url, "plan")
-    rows = [{"run": k, "status": o.state.status, "interruption": (o.state.interruption or {}).get("type", ""),
-             "resumable": o.state.resumable, "turns": o.state.turns, "cost_usd": round(o.state.own_cost_usd, 6),
-             "error": o.state.error or ""} for k, o in outs.items()]
-    return FiveExits(pd.DataFrame(rows), outs)
+def refusing_url() -> str:
+    """The base URL of a provider that answers 401 to everything: started once, for the kernel's lifetime, like
+    ``ScriptedProvider.shared()``, so that every cell can be run again."""
+    global _refusing
+    with _lock:
+        if _refusing is None:
+            _refusing = Refusing().start()
+        return _refusing.base_url
 
 
-@all_or_nothing
-async def resume_the_resumable(base_url: str, outs: dict, raised_cap: int = 10) -> Resumed:
-    """Continue copies of two of ``five_exits``'s runs: the capped one with its cap raised, the one that
-    stopped for approval with its call approved. Copies, so the cell can be run again and again."""
-    raised_cap = params.whole_number("RAISED_CAP", raised_cap, 1, MAX_CAP)
-    capped = outs["runaway, cap 8"]
-    more = await scenario(base_url, "runaway", state=copy.deepcopy(capped.state), max_turns=raised_cap)
-    waiting = outs["destructive (needs approval)"]
-    state = copy.deepcopy(waiting.state)
-    approve(state, state.interruption["callId"])
-    # The same workspace: a second approval of the same call is answered from delete_file's journal.
-    approved = await scenario(base_url, "destructive", state=state, workspace=waiting.workspace)
-    return Resumed(more, approved)
+def exit_row(run) -> dict:
+    """How a run ended, from a ``RunState`` or the notebook's own run (the same field names)."""
+    why = run.interruption or {}
+    return {"status": run.status, "interruption": why.get("type", ""), "resumable": run.resumable,
+            **{k: v for k, v in as_row(run).items() if k != "status"}}
+
+
+def _detail(run) -> tuple:
+    """What an exit says beyond its type: the call an approval waits for, the reason a Stop gave, the answer, and
+    whether there is an error (its text is each harness's own)."""
+    return dict(run.interruption or {}), run.output, bool(run.error)
+
+
+def exits_table(mine: dict, library: dict):
+    """One row per exit, as ``harness_lib.run`` ended it, and whether the reader's loop ended it the same way (status,
+    interruption and its fields, resumable, turns, tool runs, tokens, dollars, answer, an error or not). Prints
+    a line saying so; returns the table for display."""
+    rows, differ = [], []
+    for label, state in library.items():
+        row = exit_row(state)
+        theirs = exit_row(mine[label]) if label in mine else None
+        same = theirs == row and _detail(mine[label]) == _detail(state)
+        if not same:
+            differ.append(label)
+        rows.append({"run": label, **row, "error": state.error or "",
+                     "your loop": "the same" if same else "DIFFERS" if theirs else "not run"})
+    print("your loop and harness_lib.run end every run the same way" if not differ
+          else f"your loop and harness_lib.run DIFFER on: {'; '.join(differ)}")
+    return params.table(pd.DataFrame(rows).set_index("run"))

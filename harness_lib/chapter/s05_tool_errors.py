@@ -1,5 +1,10 @@
 """Notebook 05, tool errors are context: one failure under three policies, an error no message can fix;
 beyond the chapter, ending that run at once (a permanent mark, or a repeated failure).
+
+The notebook writes the catch block and runs the policies in its cells; this module turns those runs into
+the tables, the plots and the figures beside the chapter's (``policy_table``, ``tool_errors_figures``,
+``permanent_table``), which ``tool_errors`` and ``permanent_errors`` (the report's and the tests' way to
+measure the section) share with it.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import stops
+from ..policy import POLICIES
 from ..state import RunState
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
 from . import params
-from .common import Measured, scenario
+from .common import Measured, as_row, scenario
 from .figures import relabel
 from .plots import BLUE, GREY, ORANGE, _figure, style
 from .stop_button import all_or_nothing
+
+PARAMETERS = {"CAP": params.Whole(1, 200),            # recover answers at turn 4: any cap above that is the same run
+              "PERMANENT_CAP": params.Whole(1, 100)}  # forbidden runs to its cap: 100 turns, 0.8 s a run
+CHAPTER_CAP, CHAPTER_PERMANENT_CAP = 20, 12
 
 
 class ToolErrors(NamedTuple):
@@ -31,32 +41,48 @@ class ToolErrors(NamedTuple):
 class PermanentErrors(NamedTuple):
     """The forbidden run ended by the turn cap, by a permanent mark, by repeated failures."""
     table: pd.DataFrame     # one row per run: how and when it ended, its share of the chapter's cost
-    runs: dict              # row label -> ``Outcome``
+    runs: dict              # row label -> ``Outcome`` (state, workspace, trace)
     measured: Measured
 
 
+def policy_table(runs: dict[str, RunState]) -> pd.DataFrame:
+    """One row per policy (``{"fatal": state, ...}``): the run, whether it answered, what the model read."""
+    return pd.DataFrame([{"policy": p, **as_row(s), "answered": "errors.log" in (s.output or ""),
+                          "what the model read": _model_read(s)} for p, s in runs.items()]).set_index("policy")
+
+
+def forbidden_row(state: RunState) -> pd.DataFrame:
+    return pd.DataFrame([{"run": "read a file the process may not open", **as_row(state),
+                          "answer": state.output or ""}]).set_index("run")
+
+
+def tool_errors_figures(runs: dict[str, RunState], cap: int = CHAPTER_CAP,
+                        permanent_cap: int = CHAPTER_PERMANENT_CAP) -> Measured:
+    """The section's figures from the runs ``{"fatal", "generic", "descriptive": recover under each policy
+    (cap ``cap``), "forbidden": the forbidden run (cap ``permanent_cap``)}``. A figure measured under a cap the
+    chapter did not use is relabelled as the reader's: the policies' under ``CAP``, the forbidden run's under
+    ``PERMANENT_CAP``, and the ratio of the two under either."""
+    fatal, desc, perm = runs["fatal"].own_cost_usd, runs["descriptive"].own_cost_usd, runs["forbidden"]
+    answered = [p for p in POLICIES if "errors.log" in (runs[p].output or "")]
+    errors = {"errors.ratio": float(desc / fatal), "errors.answers": ", ".join(answered)}
+    forbidden = {"perm.turns": perm.turns, "perm.toolruns": perm.tool_runs, "perm.in": perm.prompt_tokens,
+                 "perm.cost": perm.own_cost_usd, "perm.status": perm.status, "perm.answer": perm.output}
+    ratio = {"perm.ratio": float(perm.own_cost_usd / desc)}
+    caps = f"CAP={cap}, PERMANENT_CAP={permanent_cap}"
+    return {**(errors if cap == CHAPTER_CAP else relabel(errors, f"CAP={cap}")),
+            **(forbidden if permanent_cap == CHAPTER_PERMANENT_CAP else
+               relabel(forbidden, f"PERMANENT_CAP={permanent_cap}")),
+            **(ratio if (cap, permanent_cap) == (CHAPTER_CAP, CHAPTER_PERMANENT_CAP) else relabel(ratio, caps))}
+
+
 @all_or_nothing
-async def tool_errors(base_url: str, cap: int = 20, permanent_cap: int = 12) -> ToolErrors:
-    params.whole_number("CAP", cap, 1, 200)
-    params.whole_number("PERMANENT_CAP", permanent_cap, 1, 200)
-    rows, outs = [], {}
-    for policy in ("fatal", "generic", "descriptive"):
-        out = outs[policy] = await scenario(base_url, "recover", tool_errors=policy, max_turns=cap)
-        rows.append({"policy": policy, **out.row, "answered": "errors.log" in (out.state.output or ""),
-                     "what the model read": _model_read(out.state)})
-    table = pd.DataFrame(rows).set_index("policy")
-    perm = await scenario(base_url, "forbidden", max_turns=permanent_cap)
-    permanent = pd.DataFrame([{"run": "read a file the process may not open", **perm.row}])
-    fatal, desc = table.loc["fatal", "cost_usd"], table.loc["descriptive", "cost_usd"]
-    errors = {"errors.ratio": float(desc / fatal), "errors.answers": ", ".join(table.index[table.answered])}
-    perm_figures = {"perm.turns": perm.state.turns, "perm.toolruns": perm.state.tool_runs,
-                    "perm.in": perm.state.prompt_tokens, "perm.cost": perm.state.own_cost_usd,
-                    "perm.status": perm.state.status, "perm.answer": perm.state.output,
-                    "perm.ratio": float(perm.state.own_cost_usd / desc)}
-    measured = {**(errors if cap == 20 else relabel(errors, f"CAP={cap}")),
-                **(perm_figures if (cap, permanent_cap) == (20, 12) else
-                   relabel(perm_figures, f"CAP={cap}, PERMANENT_CAP={permanent_cap}"))}
-    return ToolErrors(table, permanent, measured)
+async def tool_errors(base_url: str, cap: int = CHAPTER_CAP, permanent_cap: int = CHAPTER_PERMANENT_CAP) -> ToolErrors:
+    """The notebook's runs, measured here: recover under each policy, and the forbidden run."""
+    params.check(PARAMETERS, CAP=cap, PERMANENT_CAP=permanent_cap)
+    runs = {p: (await scenario(base_url, "recover", tool_errors=p, max_turns=cap)).state for p in POLICIES}
+    runs["forbidden"] = (await scenario(base_url, "forbidden", max_turns=permanent_cap)).state
+    return ToolErrors(policy_table({p: runs[p] for p in POLICIES}), forbidden_row(runs["forbidden"]),
+                      tool_errors_figures(runs, cap, permanent_cap))
 
 
 def policy_story(table: pd.DataFrame) -> str:
@@ -91,12 +117,30 @@ def marked_tools(workspace: Workspace):
     return [mark_permanent(t, PermissionError) if t.name == "read_file" else t for t in workspace.tools()]
 
 
+PERMANENT_KEYS = {"chapter: the turn cap is the floor": "chapter",
+                  "tool marks it permanent + permanent_error()": "marked",
+                  "no mark, repeated_failure(2)": "repeated", "recover (a fixable error), descriptive": "recover"}
+
+
+def permanent_table(runs: dict[str, RunState]) -> pd.DataFrame:
+    """One row per run (the labels of ``PERMANENT_KEYS``, in that order): how and when it ended, and its cost
+    as a share of the forbidden run the turn cap ended."""
+    chapter = runs["chapter: the turn cap is the floor"].own_cost_usd
+    return pd.DataFrame([{"run": k, "status": s.status, "turns": s.turns, "tool_runs": s.tool_runs,
+                          "in": s.prompt_tokens, "cost_usd": round(s.own_cost_usd, 6),
+                          "share_of_chapter_run": round(s.own_cost_usd / chapter, 3),
+                          "why it ended": s.error or (s.interruption or {}).get("type") or s.output or ""}
+                         for k, s in ((k, runs[k]) for k in PERMANENT_KEYS)]).set_index("run")
+
+
 @all_or_nothing
-async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20) -> PermanentErrors:
-    params.whole_number("PERMANENT_CAP", cap, 1, 200)
-    params.whole_number("CAP", recover_cap, 1, 200)
+async def permanent_errors(base_url: str, cap: int = CHAPTER_PERMANENT_CAP, recover_cap: int = CHAPTER_CAP
+                           ) -> PermanentErrors:
+    """The notebook's beyond-the-chapter runs, measured here: the forbidden run ended by the turn cap, by a
+    permanent mark and by a repeated failure, beside the recover run."""
+    params.check(PARAMETERS, CAP=recover_cap, PERMANENT_CAP=cap)
     ws = Workspace.copy_of()
-    runs = {
+    outs = {
         "chapter: the turn cap is the floor": await scenario(base_url, "forbidden", max_turns=cap),
         "tool marks it permanent + permanent_error()": await scenario(
             base_url, "forbidden", workspace=ws, tools=marked_tools(ws), max_turns=cap,
@@ -106,21 +150,13 @@ async def permanent_errors(base_url: str, cap: int = 12, recover_cap: int = 20) 
         "recover (a fixable error), descriptive": await scenario(base_url, "recover", max_turns=recover_cap,
                                                                  tool_errors="descriptive"),
     }
-    chapter = runs["chapter: the turn cap is the floor"].state.own_cost_usd
-    table = pd.DataFrame([{"run": k, "status": o.state.status, "turns": o.state.turns,
-                           "tool_runs": o.state.tool_runs, "in": o.state.prompt_tokens,
-                           "cost_usd": round(o.state.own_cost_usd, 6),
-                           "share_of_chapter_run": round(o.state.own_cost_usd / chapter, 3),
-                           "why it ended": o.state.error or (o.state.interruption or {}).get("type")
-                           or o.state.output or ""} for k, o in runs.items()]).set_index("run")
-    keys = {"chapter: the turn cap is the floor": "chapter", "tool marks it permanent + permanent_error()": "marked",
-            "no mark, repeated_failure(2)": "repeated", "recover (a fixable error), descriptive": "recover"}
+    runs = {label: out.state for label, out in outs.items()}
     measured = {}
-    for label, key in keys.items():
-        s = runs[label].state
+    for label, key in PERMANENT_KEYS.items():
+        s = runs[label]
         measured.update({f"perm.{key}.status": s.status, f"perm.{key}.turns": s.turns,
                          f"perm.{key}.cost": round(s.own_cost_usd, 6)})
-    return PermanentErrors(table, runs, measured)
+    return PermanentErrors(permanent_table(runs), outs, measured)
 
 
 def permanent_plot(table: pd.DataFrame) -> Figure:

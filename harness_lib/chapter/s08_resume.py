@@ -1,4 +1,8 @@
 """Notebook 08, persist and resume: a run in a child process killed with SIGKILL, restored and finished here.
+
+The notebook writes save, load, pending and a loop that drains what is owed before it asks, stops its own run at an
+event of the run (``stop_when``) and resumes it from disk; what it does not show stays here: the child process
+killed with SIGKILL and its run finished in this one (``resume_after_kill``), with the figures beside the chapter's.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import pandas as pd
 
 from ..scripted import ScriptedProvider
-from ..state import StateFileError, load
+from ..state import RunState, StateFileError, load
 from ..trace import Trace, read
 from ..workspace import Workspace
 from . import params
@@ -24,18 +28,47 @@ from .common import Measured, scenario
 from .figures import relabel
 from .stop_button import all_or_nothing
 
+PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
+HOLD_MS = 400  # the provider holds each request this long, so a stop lands while the run waits for a turn
+PARAMETERS = {"KILL_AFTER_TOOL_RESULTS": params.Whole(1, PLAN_TOOL_RESULTS),
+              "HOLD_MS": params.Number(0, 1000, closed=True, unit=" ms")}  # 1 s a held turn: two before the kill
+
+
+async def stop_when(coro, moment: Callable[[], bool], reason: str = "stopped by the cell", poll_s: float = 0.005):
+    """Run ``coro`` and cancel it (Stop, pressed by the cell) the first time ``moment()`` is true: at an event of
+    the run, checked every ``poll_s``, never at a wall-clock instant. Returns (what the run returned, or None if the
+    cancellation ended it; whether it was stopped, rather than ending first). However the cell ends, its own Stop
+    included, the run does not outlive it."""
+    task = asyncio.ensure_future(coro)
+    try:
+        while not task.done() and not moment():
+            await asyncio.wait({task}, timeout=poll_s)
+        stopped = not task.done()
+        if stopped:
+            task.cancel(reason)
+            await asyncio.wait({task})
+        return (None if task.cancelled() else task.result()), stopped
+    finally:
+        if not task.done():
+            task.cancel(reason)
+
+
+def results_on_disk(path: str | Path) -> int:
+    """How many tool results the run saved as plain JSON in ``path`` holds (0 while there is no file). The
+    notebook's ``save`` renames a whole file into place, so a reader never sees half of one."""
+    try:
+        return sum(m.get("role") == "tool" for m in json.loads(Path(path).read_text())["messages"])
+    except FileNotFoundError:
+        return 0
+
 
 class ResumeAfterKill(NamedTuple):
     """08: a run killed in a child process, restored from disk and finished here."""
     table: pd.DataFrame     # the run as restored, then as finished
     events: list            # the trace's events, both processes
     measured: Measured
-
-
-PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
-
-
-HOLD_MS = 400  # the child's provider holds each request this long, so the kill lands while it waits for a turn
+    restored: RunState      # the run as the killed child left it on disk
+    finished: RunState      # the same run, finished here
 
 
 @all_or_nothing
@@ -45,8 +78,7 @@ async def resume_after_kill(base_url: str, workdir: str | Path | None = None, ki
     on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
     here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
     that is gone when this returns (the table and the trace's events are returned in memory)."""
-    params.whole_number("KILL_AFTER_TOOL_RESULTS", kill_after_tool_results, 1, PLAN_TOOL_RESULTS)
-    params.number("HOLD_MS", hold_ms, at_least=0, high=30_000, unit=" ms")
+    params.check(PARAMETERS, KILL_AFTER_TOOL_RESULTS=kill_after_tool_results, HOLD_MS=hold_ms)
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="harness-resume-") as tmp:
             return await _resume_after_kill(base_url, Path(tmp), kill_after_tool_results, hold_ms)
@@ -83,6 +115,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
     before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
               for e in read(trace_path) if e["type"] == "tool_start"]
     restored = load(state_dir, run_id)
+    as_restored = load(state_dir, run_id)  # kept as it was: ``restored`` is continued below
     snapshot = {"turns": restored.turns, "cost_usd": round(restored.own_cost_usd, 6),
                 "messages": len(restored.messages), "status": restored.status}
     trace = Trace(trace_path)
@@ -103,7 +136,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
     elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
         measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
-    return ResumeAfterKill(table, events, measured)
+    return ResumeAfterKill(table, events, measured, as_restored, finished.state)
 
 
 def _saved_tool_results(state_dir: Path, run_id: str) -> int:

@@ -4,7 +4,6 @@ toolbar's own Stop on a run saved to disk.
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from pathlib import Path
@@ -15,13 +14,16 @@ from matplotlib.figure import Figure
 
 from ..loop import Options, run
 from ..state import RunState, load, new_run
-from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, Workspace
 from . import params
-from .common import Measured, whole_run
+from .common import Measured, StopAfter, whole_run
 from .figures import relabel
 from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check, stoppable
+
+PARAMETERS = {"STOP_AT": params.Number(0, 10, unit=" s")}  # from 3 s on, the scan ends before Stop is pressed
+
+SCAN_TASK = "Scan the archive for timeouts."
 
 
 class Cancellation(NamedTuple):
@@ -31,43 +33,32 @@ class Cancellation(NamedTuple):
     measured: Measured
 
 
-SCAN_SECONDS = 3.0
+def scans(stop_at: float) -> list[tuple[str, float | None, bool]]:
+    """The chapter's three scans: (name, Stop after this many seconds of the tool or None, the tool hears Stop)."""
+    return [("no cancellation", None, True), (f"Stop at {stop_at:g} s", stop_at, True),
+            (f"Stop at {stop_at:g} s, tool deaf to Stop", stop_at, False)]
 
 
-@all_or_nothing
-async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> Cancellation:
-    """Three timed scans: no Stop; Stop ``stop_at`` s after the tool starts; the same with a tool deaf to
-    Stop. ``progress(line)`` hears one line as each run ends (a notebook passes ``print``). A Stop later
-    than the scan's end is never pressed: the run completes first, and the table says so."""
-    stop_at = params.number("STOP_AT", stop_at, above=0, high=60, unit=" s")
+def scan_row(name: str, state: RunState, stop: StopAfter) -> dict:
+    """One scan as a row of the table: how it ended, and when, counted from the tool's start."""
+    pressed = stop.pressed is not None
+    return {"run": name, "status": state.status, "reason": (state.interruption or {}).get("reason", ""),
+            "stopped_after_ms": round(stop.ms(stop.ended)), "progress_events": len(stop.timeline),
+            "stop_to_end_ms": round((stop.ended - stop.pressed) * 1000) if pressed else None,
+            "stop": ("pressed" if pressed else "never pressed: the run ended first") if stop.seconds else "",
+            "timeline": stop.timeline}
 
-    def timed(label_log: list, t0: list):
-        return lambda label: label_log.append({"t_ms": round((time.perf_counter() - t0[0]) * 1000), "label": label})
 
-    rows, timelines = [], {}
-    runs = (("no cancellation", True, None), (f"Stop at {stop_at:g} s", True, stop_at),
-            (f"Stop at {stop_at:g} s, tool deaf to Stop", False, stop_at))
-    for n, (name, hears, stop) in enumerate(runs, 1):
-        ws = Workspace.copy_of()
-        tools = [t for t in ws.tools() if t.name != "scan_archive"] + [ws.scan_archive_tool(hears_stop=hears)]
-        log, t0 = [], [0.0]
-        # The clock starts when the tool starts: the chapter's times are measured from the scan.
-        out = await _run_with_stop(_scan_run(base_url, tools, timed(log, t0), t0), t0, stop)
-        stopped_ms = (out["end"] - t0[0]) * 1000
-        pressed = stop is not None and out["pressed"]
-        rows.append({"run": name, "status": out["state"].status,
-                     "reason": (out["state"].interruption or {}).get("reason", ""),
-                     "stopped_after_ms": round(stopped_ms), "progress_events": len(log),
-                     "stop_to_end_ms": round(stopped_ms - stop * 1000) if pressed else None,
-                     "stop": ("pressed" if pressed else "never pressed: the run ended first") if stop else ""})
-        timelines[name] = pd.DataFrame(log, columns=["t_ms", "label"])
-        if progress:
-            progress(f"run {n} of {len(runs)}, {name}: {out['state'].status} after {stopped_ms:,.0f} ms")
-    table = pd.DataFrame(rows).set_index("run")
+def scan_table(rows: list[dict], stop_at: float) -> Cancellation:
+    """The three scans' rows (``scan_row``) as the table, the progress timelines and the chapter's figures:
+    the notebook's cell and ``cancellation`` both end here, so they cannot disagree."""
+    timelines = {r["run"]: pd.DataFrame(r["timeline"], columns=["t_ms", "label"]) for r in rows}
+    table = pd.DataFrame([{k: v for k, v in r.items() if k != "timeline"} for r in rows]).set_index("run")
     plain, stopped = table.iloc[0], table.iloc[1]
-    first = timelines["no cancellation"]
-    measured = {"cancel.progress1": int(first.t_ms.iloc[0]), "cancel.progress2": int(first.t_ms.iloc[1]),
-                "cancel.full": int(plain.stopped_after_ms), "cancel.full_status": plain.status}
+    first = timelines[table.index[0]]
+    measured = {"cancel.progress1": int(first.t_ms.iloc[0]), "cancel.progress2": int(first.t_ms.iloc[1])} \
+        if len(first) >= 2 else {}
+    measured.update({"cancel.full": int(plain.stopped_after_ms), "cancel.full_status": plain.status})
     at_stop = {"cancel.stop": int(stopped.stopped_after_ms), "cancel.stop_status": stopped.status,
                "cancel.reason": stopped.reason}
     if stopped.stop_to_end_ms is not None and not pd.isna(stopped.stop_to_end_ms):
@@ -76,16 +67,24 @@ async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> Ca
     return Cancellation(table, timelines, measured)
 
 
-async def _scan_run(base_url, tools, on_progress, t0):
-    state = new_run(SYSTEM_PROMPT, "Scan the archive for timeouts.", "slow")
-
-    class Clock(Trace):  # start the clock at tool_start, as the chapter does
-        def emit(self, run_id, type, **fields):
-            if type == "tool_start":
-                t0[0] = time.perf_counter()
-            return super().emit(run_id, type, **fields)
-
-    return await run(state, tools, Options(base_url=base_url, trace=Clock(timestamps=False), on_progress=on_progress))
+@all_or_nothing
+async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> Cancellation:
+    """Three timed scans: no Stop; Stop ``stop_at`` s after the tool starts; the same with a tool deaf to
+    Stop. ``progress(line)`` hears one line as each run ends (a notebook passes ``print``). A Stop later
+    than the scan's end is never pressed: the run completes first, and the table says so."""
+    stop_at = PARAMETERS["STOP_AT"].check("STOP_AT", stop_at)
+    rows = []
+    runs = scans(stop_at)
+    for n, (name, seconds, hears) in enumerate(runs, 1):
+        stop = StopAfter(seconds)  # the clock starts when the tool starts: the chapter's times are the scan's
+        tools = Workspace.copy_of().tools(hears_stop=hears)
+        state = await stop.run(run(new_run(SYSTEM_PROMPT, SCAN_TASK, "slow"), tools,
+                                   Options(base_url=base_url, on_progress=stop.progress, trace=stop.trace())))
+        check()  # the reader's own Stop ended this run: end the whole experiment
+        rows.append(scan_row(name, state, stop))
+        if progress:
+            progress(f"run {n} of {len(runs)}, {name}: {state.status} after {stop.ms(stop.ended):,.0f} ms")
+    return scan_table(rows, stop_at)
 
 
 def cancel_story(table: pd.DataFrame) -> str:
@@ -111,32 +110,6 @@ def scan_session() -> ScanSession:
     return SCAN_SESSION
 
 
-async def _run_with_stop(coro, t0, stop):
-    """Press Stop ``stop`` seconds after the tool started (never, when ``stop`` is None)."""
-    task = asyncio.ensure_future(coro)
-    pressed = []
-    if stop is not None:
-        while t0[0] == 0.0 and not task.done():
-            await asyncio.sleep(0.001)
-        loop = asyncio.get_running_loop()
-
-        def press():
-            if not task.done():
-                pressed.append(time.perf_counter())
-                task.cancel("user pressed Stop")
-        handle = loop.call_at(loop.time() + stop - (time.perf_counter() - t0[0]), press)
-    try:
-        state = await task
-    finally:
-        if stop is not None:
-            handle.cancel()
-        if not task.done():
-            task.cancel()
-    end = time.perf_counter()
-    check()  # the reader's own Stop ended this run: end the whole experiment
-    return {"state": state, "end": end, "pressed": bool(pressed)}
-
-
 class ScanSession:
     """09's Stop-button run: one scan saved to a state folder that lives as long as the kernel, so the
     next cell can load it from disk and resume it."""
@@ -150,7 +123,7 @@ class ScanSession:
     async def press_stop_during_scan(self, base_url: str, progress=print):
         """Run the slow scan; the toolbar's Stop (a kernel interrupt) ends it as the chapter's Stop does.
         Returns (state, press): ``press.to_end_ms`` is the time from the interrupt to the run's end."""
-        state = new_run(SYSTEM_PROMPT, "Scan the archive for timeouts.", "slow")
+        state = new_run(SYSTEM_PROMPT, SCAN_TASK, "slow")
         self.run_id = state.run_id
         t0 = time.perf_counter()
         state, press = await stoppable(run(state, self.workspace.tools(), Options(

@@ -24,6 +24,8 @@ from .figures import DATA
 from .plots import BLUE, ORANGE, _figure, style
 from .stop_button import all_or_nothing
 
+PARAMETERS = {"RUN_ID": params.Words()}  # a trace line takes any text; a saved run's id names files (08)
+
 
 class TraceDemo(NamedTuple):
     """10: the approval run, traced to a file, beside the chapter's trace."""
@@ -48,22 +50,57 @@ def trace_diff(ours: list[dict], theirs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def trace_figures(events: list[dict]) -> Measured:
+    """The chapter's figure from a traced approval run: how many of its lines equal the chapter's, field by
+    field (bar runId and ms): every line, or none when the line counts differ. The notebook's cell and
+    ``trace_demo`` both end here."""
+    theirs = chapter_trace()
+    diff = trace_diff(events, theirs)
+    same_lines = int(diff.groupby("line")["same"].all().sum()) if len(events) == len(theirs) else 0
+    return {"trace.lines": same_lines}
+
+
+def lines_side_by_side(mine: list[dict], library: list[dict]) -> pd.DataFrame:
+    """Two traces of the same run, line by line: the event, whether every field of the first is in the second
+    with the same value (``ms`` aside: a time), and the fields only the second writes."""
+    rows = []
+    for n in range(max(len(mine), len(library))):
+        a, b = (mine[n] if n < len(mine) else {}), (library[n] if n < len(library) else {})
+        differ = [k for k in a if k != "ms" and a.get(k) != b.get(k)]
+        rows.append({"line": n + 1, "type": a.get("type", b.get("type", "")),
+                     "the same": "yes" if not differ else "no: " + ", ".join(differ),
+                     "only the library writes": ", ".join(k for k in b if k not in a)})
+    return pd.DataFrame(rows).set_index("line")
+
+
+_FOLDER: tempfile.TemporaryDirectory | None = None
+
+
+def fresh_file(name: str) -> Path:
+    """A file of that name in a folder that lives as long as the kernel, removed if a cell wrote it before:
+    re-running the cell starts a fresh trace instead of appending to the last one."""
+    global _FOLDER
+    if _FOLDER is None:
+        _FOLDER = tempfile.TemporaryDirectory(prefix="harness-trace-")
+    path = Path(_FOLDER.name) / name
+    path.unlink(missing_ok=True)
+    return path
+
+
 @all_or_nothing
 async def trace_demo(base_url: str, path: str | Path | None = None, run_id: str | None = None) -> TraceDemo:
     """The approval run, traced to ``path``/trace.jsonl (a temporary folder, removed before this returns,
     when None). ``run_id`` names the run (a random id when None)."""
     if run_id is not None:
-        params.text("RUN_ID", run_id)
+        PARAMETERS["RUN_ID"].check("RUN_ID", run_id)
     if path is None:
         with tempfile.TemporaryDirectory(prefix="harness-trace-") as tmp:
             return await trace_demo(base_url, tmp, run_id)
     path = Path(path) / "trace.jsonl"
     out = await scenario(base_url, "destructive", trace=Trace(path),
                          state=new_run(SYSTEM_PROMPT, TASK, "destructive", run_id))
-    ours, theirs = read(path), chapter_trace()
-    diff = trace_diff(ours, theirs)
-    same_lines = int(diff.groupby("line")["same"].all().sum()) if len(ours) == len(theirs) else 0
-    return TraceDemo(out, ours, diff, {"trace.lines": same_lines})
+    ours = read(path)
+    return TraceDemo(out, ours, trace_diff(ours, chapter_trace()), trace_figures(ours))
 
 
 @all_or_nothing

@@ -9,7 +9,10 @@ machine: its numbers stand beside the chapter's recorded table, never in place o
     table = run_six()                    # None when the `local` extra is not installed
     print(task_lines(table)); print(total_line(table))
 
-The harness is the one every other section uses, unchanged: the only link is ``base_url``.
+The harness is the one every other section uses, unchanged: the only link is ``base_url``. What the model
+read on each turn is kept (``table.attrs["prompts"]``, ``prompt_of``), and beside it the same request as
+llama-cpp-python's own chat format renders it (``builtin_prompt_of``); the six tasks as they ran with that
+format are a recorded table (``recorded_builtin_format``, written by ``record_builtin_format``).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ async def local_model(base_url: str | None = None, model: str | None = None, api
     Returns None when no server is configured. A real endpoint has no price we know: its runs count tokens
     and their dollars stay unknown (``UNPRICED``) unless the reader gives ``pricing``. The model's name is
     required: each server serves its own names, and none is a safe default."""
-    params.whole_number("MAX_TURNS", max_turns, 1, 100)
+    PARAMETERS["MAX_TURNS"].check("MAX_TURNS", max_turns)
     base_url = base_url or os.environ.get("LLM_BASE_URL")
     if not base_url:
         return None
@@ -78,6 +81,11 @@ TASKS = LOCAL_TASKS
 
 
 MAX_TURNS = 6  # per task: the chapter's model needed 2; a small model that never stops costs at most this
+
+# Notebook 12's parameters (checked at its top). LOCAL_MAX_TURNS stops at 8 (the chapter's cap for a real server):
+# each turn of the live model takes seconds, six tasks a run.
+PARAMETERS = {"MAX_TURNS": params.Whole(1, 100), "LOCAL_MAX_TURNS": params.Whole(1, 8),
+              "PROMPT_TASK": params.OneOf(tuple(TASKS)), "PROMPT_TURN": params.Whole(1, 8)}
 
 
 LABEL = "SmolLM2-135M-Instruct (Q4_1, llama-cpp-python, CPU) on this machine"
@@ -128,12 +136,14 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
                     turn_timeout_s: float = 60.0) -> pd.DataFrame:
     """Each task on a fresh copy of the workspace, one after the other, with the harness unchanged.
     Columns: task, turns, tool_runs, wall_ms, mean_turn_ms, status, calls, answer, error; the per-turn
-    model-call times are in ``table.attrs["turn_ms"]``. With ``server``, a run that failed because the
+    model-call times are in ``table.attrs["turn_ms"]``, and with ``server`` the prompts the model read, per
+    task and turn, in ``table.attrs["prompts"]``. With ``server``, a run that failed because the
     server died raises ``ServerFailed`` naming the task (its state is saved in ``state_dir`` if given).
     A turn gets ``turn_timeout_s`` and no retry: a local server that is still busy would only queue the
     retry behind the request it has not finished."""
-    rows, turn_ms = [], []
+    rows, turn_ms, prompts, transcripts, written = [], [], [], [], []
     for task in tasks:
+        seen = len(server.prompts()) if server is not None else 0
         client = TimedClient(base_url, timeout=turn_timeout_s, max_retries=0)
         try:
             out = await scenario(base_url, model, task=task, max_turns=max_turns, client=client,
@@ -150,8 +160,11 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
                      "calls": _calls(s), "answer": s.output if s.output is not None else "",
                      "error": s.error or ""})
         turn_ms.append([round(ms, 1) for ms in client.turn_ms])
+        prompts.append(server.prompts()[seen:] if server is not None else [])
+        transcripts.append(s.messages)
+        written.append([t["completion_tokens"] for t in s.per_turn])
     table = pd.DataFrame(rows)
-    table.attrs["turn_ms"] = turn_ms
+    table.attrs.update(turn_ms=turn_ms, prompts=prompts, messages=transcripts, completion_tokens=written)
     return table
 
 
@@ -159,7 +172,7 @@ async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str 
                    **server_options) -> pd.DataFrame | None:
     """Start the local model, run the six tasks, stop it (``await`` it in a notebook). None, and nothing
     started, when the ``local`` extra is not installed. ``table.attrs["load_s"]``: the model's loading time."""
-    params.whole_number("LOCAL_MAX_TURNS", max_turns, 1, 50)
+    PARAMETERS["LOCAL_MAX_TURNS"].check("LOCAL_MAX_TURNS", max_turns)
     if local.missing():
         return None
     with LocalModel(progress=progress, **server_options) as lm:
@@ -168,6 +181,25 @@ async def arun_six(max_turns: int = MAX_TURNS, *, progress=None, state_dir: str 
     if max_turns == MAX_TURNS and state_dir is None and not server_options:  # the report's own run, done here
         collected.record(local_summary(table), LOCAL_EXTRA)
     return table
+
+
+_LIVE: dict = {}  # the kernel's live runs, by their arguments (live_run)
+
+
+async def live_run(max_turns: int = MAX_TURNS, *, again: bool = False, **server_options) -> pd.DataFrame | None:
+    """``arun_six``, once per ``max_turns`` and server options in a kernel: the notebook's cells that show a
+    prompt or a table read the run already made instead of running the model again (minutes); ``again=True``
+    runs it anew. ``attrs["again"]`` says which it was."""
+    key = (max_turns, tuple(sorted(server_options.items())))
+    if again or key not in _LIVE:
+        table = await arun_six(max_turns, **server_options)
+        if table is None:
+            return None
+        table.attrs["again"] = False
+        _LIVE[key] = table
+    else:
+        _LIVE[key].attrs["again"] = True
+    return _LIVE[key]
 
 
 def run_six(max_turns: int = MAX_TURNS, **options) -> pd.DataFrame | None:
@@ -240,3 +272,62 @@ def section_12_live() -> dict:
     run) where the ``local`` extra is not installed."""
     live = run_six(progress=lambda line: print(line, file=sys.stderr, flush=True))
     return local_summary(live) if live is not None else {}
+
+
+# -- what the model read, and what it read before our chat format (issue 21) ------------------------------------
+
+BEFORE_CSV = "local_model_builtin_format.csv"
+BEFORE_LABEL = ("recorded on this project's two-core machine with llama-cpp-python 0.3.36's own chat format "
+                "(chatml-function-calling), before the harness's format: not run here")
+
+
+def recorded_builtin_format() -> pd.DataFrame:
+    """The six tasks as they ran with llama-cpp-python's own chat format, which drops every tool result
+    (``record_builtin_format`` wrote it); ``attrs["recorded"]`` says so."""
+    table = pd.read_csv(DATA / BEFORE_CSV, keep_default_na=False)
+    table.attrs["recorded"] = BEFORE_LABEL
+    return table
+
+
+def record_builtin_format(max_turns: int = MAX_TURNS) -> pd.DataFrame:
+    """Run the six tasks on the local model with llama-cpp-python's own format and write the table to
+    ``harness_lib/data/`` (needs the ``local`` extra; a few minutes). The notebook only reads it."""
+    with LocalModel(chat_format=local.BUILTIN_FORMAT) as lm:
+        table = asyncio.run(run_tasks(lm.base_url, lm.model, max_turns=max_turns, server=lm))
+    table[["task", "turns", "tool_runs", "status", "calls", "answer"]].to_csv(DATA / BEFORE_CSV, index=False)
+    return table
+
+
+def request_of(messages: list[dict], turn: int) -> list[dict] | None:
+    """The messages the harness sent on ``turn`` (1-based) of a run whose transcript is ``messages``: all
+    of them up to that turn's reply; None when the run had fewer turns."""
+    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    return messages[:replies[turn - 1]] if turn <= len(replies) else None
+
+
+def prompt_of(table: pd.DataFrame, task: str, turn: int) -> str:
+    """What the model read on ``turn`` of ``task`` in a live run (``run_tasks`` with ``server``), or a line
+    saying why it cannot be shown."""
+    i = list(table.task).index(task)
+    prompts = table.attrs.get("prompts", [[]] * len(table))[i]
+    if turn > len(prompts):
+        return f"(the task {task!r} ended after {len(prompts)} turn(s): there is no turn {turn})"
+    return prompts[turn - 1]
+
+
+def builtin_prompt_of(table: pd.DataFrame, task: str, turn: int) -> str:
+    """The same request (``task``'s ``turn`` in a live run) as llama-cpp-python's own format renders it."""
+    i = list(table.task).index(task)
+    sent = request_of(table.attrs["messages"][i], turn)
+    if sent is None:
+        return f"(the task {task!r} ended before turn {turn})"
+    from ..workspace import Workspace
+    return local.builtin_prompt(sent, [t.schema() for t in Workspace.copy_of().tools()])
+
+
+def before_and_after(after: pd.DataFrame) -> pd.DataFrame:
+    """Task by task: the recorded run with llama-cpp-python's format beside a live run with ours."""
+    cols = ["turns", "tool_runs", "status", "calls", "answer"]
+    before = recorded_builtin_format().set_index("task")[cols]
+    return pd.concat({"llama-cpp-python's format (recorded)": before,
+                      "the harness's format (live)": after.set_index("task")[cols]}, axis=1)

@@ -3,56 +3,73 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pandas as pd
 
+from ..loop import Options, run
+from ..state import RunState, new_run
 from ..subagent import research_tool
-from ..trace import Trace
-from ..workspace import Workspace
+from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
-from .common import Outcome, cancel_after, scenario
-from .stop_button import all_or_nothing
+from .common import StopAfter
+from .stop_button import all_or_nothing, check
+
+PARAMETERS = {"CHILD_MAX_TURNS": params.Whole(1, 50), "CHILD_BUDGET_USD": params.Number(0, 1.0),
+              "STOP_AT": params.Number(0, 10, unit=" s")}  # from 3 s on, the child's scan ends before Stop
 
 
 class Subagent(NamedTuple):
     """13: a parent that delegates to a child run through a tool."""
-    outcome: Any            # the parent's run (``Outcome``)
+    state: RunState         # the parent's run
+    events: list            # the trace both wrote
     table: pd.DataFrame     # parent and child: status, turns, messages, own cost
+
+
+def tree_table(state: RunState) -> pd.DataFrame:
+    """The parent and the child it started: status, turns, messages in its own window, its own spend."""
+    child = state.subruns[0] if state.subruns else {}
+    return pd.DataFrame([
+        {"run": "parent", "status": state.status, "turns": state.turns, "messages": len(state.messages),
+         "own cost_usd": round(state.own_cost_usd, 6)},
+        {"run": "child (research)", "status": child.get("status"), "turns": child.get("turns"),
+         "messages": child.get("messages"), "own cost_usd": child.get("costUsd")}]).set_index("run")
+
+
+def received(state: RunState) -> str:
+    """What the parent's window got from the child: its one tool result ("" when the call never returned)."""
+    return next((m["content"] for m in state.messages if m["role"] == "tool"), "")
 
 
 @all_or_nothing
 async def subagent(base_url: str, child_model: str = "plan", child_max_turns: int = 6,
                    child_budget_usd: float = 0.05, stop_at: float | None = None) -> Subagent:
-    params.whole_number("CHILD_MAX_TURNS", child_max_turns, 1, 100)
-    params.number("CHILD_BUDGET_USD", child_budget_usd, above=0, high=1.0)
+    """``delegate``'s parent with the library's research tool, its child running ``child_model``; Stop pressed
+    ``stop_at`` s after the child's scan starts (never, when None)."""
+    child_max_turns = PARAMETERS["CHILD_MAX_TURNS"].check("CHILD_MAX_TURNS", child_max_turns)
+    child_budget_usd = PARAMETERS["CHILD_BUDGET_USD"].check("CHILD_BUDGET_USD", child_budget_usd)
     if stop_at is not None:
-        params.number("STOP_AT", stop_at, above=0, high=60, unit=" s")
+        PARAMETERS["STOP_AT"].check("STOP_AT", stop_at)
     ws = Workspace.copy_of()
     research = research_tool(ws.tools(), base_url, child_model, max_turns=child_max_turns,
                              max_budget_usd=child_budget_usd)
-    trace = Trace(timestamps=False)
-    coro = scenario(base_url, "delegate", workspace=ws, tools=[research, *ws.tools()], trace=trace)
-    out = await (cancel_after(coro, stop_at) if stop_at else coro)
-    child = out.state.subruns[0] if out.state.subruns else {}
-    table = pd.DataFrame([
-        {"run": "parent", "status": out.state.status, "turns": out.state.turns, "messages": len(out.state.messages),
-         "own cost_usd": round(out.state.own_cost_usd, 6)},
-        {"run": "child (research)", "status": child.get("status"), "turns": child.get("turns"),
-         "messages": child.get("messages"), "own cost_usd": child.get("costUsd")}]).set_index("run")
-    return Subagent(out, table)
+    stop = StopAfter(stop_at, tool="scan_archive")
+    trace = stop.trace()
+    state = await stop.run(run(new_run(SYSTEM_PROMPT, TASK, "delegate"), [research, *ws.tools()],
+                               Options(base_url=base_url, trace=trace)))
+    check()  # the reader's own Stop (not ours) ended the run: end the experiment
+    return Subagent(state, trace.events, tree_table(state))
 
 
-def child_story(out: Outcome) -> str:
+def child_story(state: RunState, events: list[dict]) -> str:
     """What the child did and what of it reached the parent, in words computed from the run (Markdown)."""
-    child = out.state.subruns[0] if out.state.subruns else None
+    child = state.subruns[0] if state.subruns else None
     if child is None:
         return "The parent never started a child."
-    runs = [e for e in out.trace.events if e["runId"] == child["runId"] and e["type"] == "tool_start"]
+    runs = [e for e in events if e["runId"] == child["runId"] and e["type"] == "tool_start"]
     did = ", ".join(f"`{e['toolName']}`" for e in runs) or "no tool"
-    received = next((m["content"] for m in out.state.messages if m["role"] == "tool"), "")
     turns = child["turns"]
     return (f"The child spent {turns} turn{'s' if turns != 1 else ''} and ran {len(runs)} tool "
             f"call{'s' if len(runs) != 1 else ''} ({did}), ending `{child['status']}` with {child['messages']} "
             f"messages in its own window; of all that, the parent's window holds one tool result of "
-            f"{len(received.split())} words.")
+            f"{len(received(state).split())} words.")

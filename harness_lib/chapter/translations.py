@@ -1,0 +1,432 @@
+"""The notebooks in their readers' languages: gettext catalogues kept with Babel, notebooks built from them.
+
+    python -m harness_lib.chapter.translations            # extract, then build (`make translations`)
+    python -m harness_lib.chapter.translations extract    # English notebooks -> locale/notebooks.pot, *.po updated
+    python -m harness_lib.chapter.translations build      # English notebooks + *.po -> notebooks/bg/, notebooks/hu/
+
+The English notebooks are the source. Each markdown cell is one message of ``locale/notebooks.pot``, its
+context the notebook and the cell id (``01-loop.ipynb#01-03``); ``locale/LANG/LC_MESSAGES/notebooks.po`` holds
+a language's translations. ``extract`` updates every ``.po`` from the notebooks: a cell whose English changed
+keeps its old translation marked fuzzy, with the English it translated (``#| msgid``), and a cell whose text
+is unchanged keeps its translation wherever it moved. ``build`` writes ``notebooks/LANG/NN-name.ipynb`` for
+every notebook whose cells are all translated: the English notebook as executed (code cells and outputs
+copied, nothing re-run), each markdown cell replaced by its translation, and a link to the language's
+glossary (``notebooks/LANG/glossary.md``, written by hand) under the first cell's title. A notebook with a
+cell left to translate is not written; ``build`` names its cells. docs/translating.md is the workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import io
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+from babel.messages.catalog import Catalog, Message
+from babel.messages.pofile import PoFileError, read_po, unescape, write_po
+
+# Relative, as in harness_lib.chapter.notebooks: the notebooks and catalogues are the project's, not the package's.
+NOTEBOOKS = Path("notebooks")
+LOCALE = Path("locale")
+DOMAIN = "notebooks"
+PROJECT = "harness-lib"
+BUGS = "the project's issues (docs/translating.md)"
+LANGUAGES = {"bg": "Bulgarian", "hu": "Hungarian"}
+GLOSSARY = "glossary.md"
+GLOSSARY_CONTEXT = "glossary link"
+GLOSSARY_LINK = ("*Glossary: the chapter's terms in this language, the English ones and the names in the code: "
+                 f"[{GLOSSARY}]({GLOSSARY})*")
+FIRST_CELL_NOTE = ("The notebook's first cell. Keep its title line ('# NN · ...'); say in words which part of the "
+                   "chapter it follows (the Bulgarian and Hungarian texts have no headings) and keep the listing or "
+                   "printed block it starts at as code. The build puts the glossary link under the title.")
+SIMILAR = 0.6  # difflib's ratio above which a vanished cell's English is taken for the earlier text of a new one
+HEADER = ("# The companion's notebooks in {language}: one message per markdown cell of the English notebooks\n"
+          "# (msgctxt: notebook#cell id). Updated by `make translations`; see docs/translating.md.")
+
+
+class TranslationError(Exception):
+    """A catalogue or notebook the tool cannot use: one line that names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A markdown cell whose translation cannot be used: missing, fuzzy, or for English that changed."""
+
+    notebook: str
+    cell: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.notebook} cell {self.cell}: {self.why}"
+
+
+# -- the catalogues ---------------------------------------------------------------------------------------
+def english_notebooks(root: Path = NOTEBOOKS) -> list[Path]:
+    paths = sorted(root.glob("*.ipynb"))
+    if not paths:
+        raise TranslationError(f"no notebooks in {root.resolve()}: run this from the project's folder")
+    return paths
+
+
+def context(path: Path, cell) -> str:
+    return f"{path.name}#{cell.id}"
+
+
+def catalogue_path(language: str, locale: Path = LOCALE) -> Path:
+    return locale / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def _message(msgid: str, string: str = "", context: str | None = None, **kwargs) -> Message:
+    message = Message(msgid, string, context=context, **kwargs)
+    message.flags.discard("python-format")  # markdown, not a %-format: "75 % increase" is not a conversion
+    return message
+
+
+def _version() -> str:
+    try:
+        return metadata.version(PROJECT)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def template(paths: list[Path]) -> Catalog:
+    """One message per non-empty markdown cell of the English notebooks, in notebook and cell order."""
+    pot = Catalog(project=PROJECT, version=_version(), msgid_bugs_address=BUGS, fuzzy=False,
+                  header_comment=HEADER.format(language="all languages"))
+    pot[GLOSSARY_LINK] = _message(GLOSSARY_LINK, context=GLOSSARY_CONTEXT, auto_comments=[
+        f"Put under the title of every translated notebook; keep the link to {GLOSSARY}."])
+    for path in paths:
+        nb = _read_notebook(path)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "markdown" and cell.source.strip():
+                notes = [FIRST_CELL_NOTE] if index == 0 else []
+                pot[cell.source] = _message(cell.source, context=context(path, cell), auto_comments=notes)
+    return pot
+
+
+def merge(old: Catalog, pot: Catalog) -> Catalog:
+    """``old`` brought up to the template ``pot``; every translation ``old`` holds is kept somewhere:
+
+    - the same English in the same cell: kept as it was (fuzzy stays fuzzy);
+    - the same English in another cell (cells moved, ids renumbered): kept, not fuzzy (the text is the same);
+    - the cell's English changed: the old translation, fuzzy, with the English it translated (previous msgid),
+      unless that English now sits in another cell (then it went there);
+    - English that is new to the notebook (cells renumbered as well as edited): the translation of the most
+      similar vanished cell of the same notebook, fuzzy, if one is close;
+    - an English edit undone (the text is again the one a fuzzy translation was made for): no longer fuzzy;
+    - translations no cell uses any more: obsolete (``#~``), as gettext keeps them.
+    """
+    new = Catalog(locale=old.locale, project=pot.project, version=pot.version, fuzzy=False,
+                  msgid_bugs_address=pot.msgid_bugs_address, header_comment=old.header_comment,
+                  last_translator=old.last_translator, language_team=old.language_team,
+                  creation_date=pot.creation_date, revision_date=old.revision_date)
+    known = [m for m in list(old) + list(old.obsolete.values()) if m.id and m.string]
+    exact = {(m.id, m.context): m for m in known}
+    by_text: dict[str, Message] = {}
+    for m in known:
+        if m.id not in by_text or (by_text[m.id].fuzzy and not m.fuzzy):
+            by_text[m.id] = m
+    by_context = {m.context: m for m in old if m.id and m.string}
+    wanted = {m.id for m in pot if m.id}
+    used: set[tuple] = set()
+    decided: dict = {}  # context -> message (babel's Catalog merges a message set twice instead of replacing it)
+    undecided = []
+
+    def take(message: Message, source: Message, fuzzy: bool) -> None:
+        used.add((source.id, source.context))
+        previous = source.previous_id if source.id == message.id else [source.id]
+        if source.fuzzy and source.previous_id and source.previous_id[0] == message.id:
+            fuzzy = False  # the English went back to what this translates: an edit undone
+        decided[message.context] = _message(message.id, source.string, context=message.context,
+                                            auto_comments=message.auto_comments, user_comments=source.user_comments,
+                                            flags=["fuzzy"] if fuzzy else [], previous_id=previous if fuzzy else [])
+
+    for message in pot:
+        if not message.id:
+            continue
+        hit = exact.get((message.id, message.context))
+        if hit is not None:
+            take(message, hit, hit.fuzzy)
+        elif message.id in by_text:
+            take(message, by_text[message.id], by_text[message.id].fuzzy)
+        else:
+            undecided.append(message)
+    for message in undecided:
+        notebook = (message.context or "").split("#")[0]
+        candidates = {m.id: m for m in known if (m.context or "").split("#")[0] == notebook
+                      and m.id not in wanted and (m.id, m.context) not in used}
+        close = difflib.get_close_matches(message.id, list(candidates), n=1, cutoff=SIMILAR)
+        before = by_context.get(message.context)
+        if before is not None and before.id in candidates and (
+                not close or close[0] == before.id or _similarity(message.id, before.id) >= SIMILAR):
+            take(message, before, True)  # the same cell, edited in place (however much)
+        elif close:
+            take(message, candidates[close[0]], True)  # cells renumbered as well: the closest vanished text
+    for message in pot:
+        if message.id:
+            new[message.id] = decided.get(message.context) or _message(message.id, context=message.context,
+                                                                       auto_comments=message.auto_comments)
+    for m in known:
+        if (m.id, m.context) not in used and m.id not in wanted:
+            m.flags.discard("python-format")
+            new.obsolete[(m.id, m.context) if m.context else m.id] = m
+    return new
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def _render(catalog: Catalog) -> str:
+    out = io.BytesIO()
+    write_po(out, catalog, width=0, include_previous=True)
+    return out.getvalue().decode("utf-8")
+
+
+def _without_dates(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if "-Date: " not in line)
+
+
+# A line of a catalogue that is not a comment: a keyword and a quoted string, or a quoted string that continues one.
+_QUOTED = re.compile(r'"(?:\\.|[^"\\])*"')
+_PO_LINE = re.compile(r'(#~ ?)?((msgctxt|msgid|msgid_plural|msgstr(\[\d+\])?) )?"(\\.|[^"\\])*"')
+
+
+def read_catalogue(path: Path, language: str | None = None) -> Catalog:
+    """The catalogue at ``path``, refused in one line if a hand edit broke it (Babel's reader lets an unquoted
+    msgstr through, and a later write would keep the damage), with each fuzzy message's previous English."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TranslationError(f"{path}: cannot be read ({e})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if line and not (line.startswith("#") and not line.startswith("#~")) and not _PO_LINE.fullmatch(line):
+            raise TranslationError(f"{path}, line {number}: not a catalogue line ({line[:50]!r}): fix it by hand "
+                                   "or restore the file from git")
+    try:
+        catalog = read_po(io.StringIO(text), locale=language, domain=DOMAIN, abort_invalid=True)
+    except (PoFileError, ValueError) as e:
+        raise TranslationError(f"{path}: not a readable catalogue ({e}): fix it by hand or restore the file from "
+                               "git") from None
+    for message in list(catalog) + list(catalog.obsolete.values()):
+        _previous_from_comments(message)
+    return catalog
+
+
+def _previous_from_comments(message: Message) -> None:
+    """Babel writes a fuzzy message's previous msgid (``#| msgid ...``) but reads it back as a translator's
+    comment: put it back where it belongs, so that it is written once, not copied into the comments."""
+    lines = [c[1:].strip() for c in message.user_comments if c.startswith("|")]
+    if not lines:
+        return
+    message.user_comments = [c for c in message.user_comments if not c.startswith("|")]
+    previous = " ".join(lines).partition("msgid_plural")[0]  # Babel writes it on one line: msgid "" "a\n" "b"
+    message.previous_id = ["".join(unescape(q) for q in _QUOTED.findall(previous))]
+
+
+def _write_if_changed(path: Path, catalog: Catalog, date_field: str) -> bool:
+    """Write ``catalog`` unless the file says the same apart from its dates (so an unchanged extract rewrites
+    nothing); the date ``date_field`` names becomes now when it does write. Atomic: never half a file."""
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if old is not None and _without_dates(old) == _without_dates(_render(catalog)):
+        return False
+    setattr(catalog, date_field, datetime.now(timezone.utc).replace(second=0, microsecond=0))
+    _write_atomically(path, _render(catalog))
+    return True
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise TranslationError(f"{path}: not written ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())  # mkstemp's is 0600
+        os.replace(tmp, path)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise TranslationError(f"{path}: not written ({e.strerror or e}); the file is as it was") from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def extract(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LANGUAGES)) -> list[Path]:
+    """Write the template and bring every language's catalogue up to it; the files that changed."""
+    pot = template(english_notebooks(notebooks))
+    changed = []
+    pot_path = locale / f"{DOMAIN}.pot"
+    if pot_path.exists():
+        pot.creation_date = read_catalogue(pot_path).creation_date
+    if _write_if_changed(pot_path, pot, "creation_date"):
+        changed.append(pot_path)
+    for language in languages:
+        path = catalogue_path(language, locale)
+        if path.exists():
+            old = read_catalogue(path, language)
+        else:
+            old = Catalog(locale=language, project=PROJECT, fuzzy=False,
+                          header_comment=HEADER.format(language=LANGUAGES.get(language, language)),
+                          last_translator="harness-lib contributors",
+                          language_team=f"{LANGUAGES.get(language, language)} (harness-lib)")
+        new = merge(old, pot)
+        if _write_if_changed(path, new, "creation_date"):
+            changed.append(path)
+    return changed
+
+
+# -- the translated notebooks -----------------------------------------------------------------------------
+def _read_notebook(path: Path):
+    try:
+        return nbformat.read(path, as_version=4)
+    except (OSError, ValueError) as e:
+        raise TranslationError(f"{path}: not a readable notebook ({e})") from None
+
+
+def _translation(catalog: Catalog, msgid: str, ctx: str, notebook: str, cell: str) -> str | Stale:
+    message = catalog.get(msgid, context=ctx)
+    if message is None:
+        if any(m.context == ctx for m in catalog):
+            return Stale(notebook, cell, "its English changed since the catalogue was extracted: run `make "
+                                         "translations`, then update the translation it marks fuzzy")
+        return Stale(notebook, cell, "not in the catalogue: run `make translations`, then translate it")
+    if message.fuzzy:
+        return Stale(notebook, cell, "its English changed and the translation is marked fuzzy: update the "
+                                     "translation, then remove the fuzzy flag")
+    if not message.string:
+        return Stale(notebook, cell, "not translated yet")
+    return message.string
+
+
+def translate(path: Path, catalog: Catalog, language: str):
+    """(the translated notebook, [Stale...]): the English notebook at ``path`` with every markdown cell in
+    ``catalog``'s language. Usable only when the list is empty."""
+    nb = copy.deepcopy(_read_notebook(path))
+    where = f"notebooks/{language}/{path.name}"
+    stale = []
+    link = _translation(catalog, GLOSSARY_LINK, GLOSSARY_CONTEXT, f"locale/{language}", "(the glossary link)")
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown" or not cell.source.strip():
+            continue
+        text = _translation(catalog, cell.source, context(path, cell), where, cell.id)
+        if isinstance(text, Stale):
+            stale.append(text)
+            continue
+        if index == 0 and isinstance(link, str):
+            title, _, rest = text.partition("\n")
+            text = f"{title}\n\n{link}\n{rest}" if rest else f"{title}\n\n{link}"
+        cell.source = text
+    if isinstance(link, Stale):
+        stale.insert(0, link)
+    return nb, stale
+
+
+def notebook_text(nb) -> str:
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def differences(expected, actual, where: str) -> list[str]:
+    """How the translated notebook on disk differs from what the catalogue and the English make, cell by cell."""
+    problems = []
+    if len(expected.cells) != len(actual.cells):
+        return [f"{where}: {len(actual.cells)} cells, the English has {len(expected.cells)}: run `make translations`"]
+    if expected.metadata != actual.metadata:
+        problems.append(f"{where}: its notebook metadata differ from the English: run `make translations`")
+    for want, got in zip(expected.cells, actual.cells):
+        cell = f"{where} cell {want.get('id', '?')}"
+        if want.cell_type != got.cell_type or want.get("id") != got.get("id"):
+            problems.append(f"{cell}: not the English notebook's cell here: run `make translations`")
+        elif want.cell_type == "code" and want != got:
+            part = "its code differs" if want.source != got.source else "its outputs or metadata differ"
+            problems.append(f"{cell}: {part} from the English notebook's: run `make translations`")
+        elif want != got:
+            problems.append(f"{cell}: not the catalogue's translation: run `make translations`")
+    return problems
+
+
+def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LANGUAGES)) -> dict:
+    """Write every notebook whose cells are all translated; {language: {"built": [...], "written": [...],
+    "stale": {notebook: [Stale...]}, "removed": [...]}}. A translated notebook whose English is gone is removed."""
+    paths = english_notebooks(notebooks)
+    report = {}
+    for language in languages:
+        path = catalogue_path(language, locale)
+        if not path.exists():
+            raise TranslationError(f"{path} does not exist: run `make translations` (extract) first")
+        catalog = read_catalogue(path, language)
+        out = notebooks / language
+        done = report[language] = {"built": [], "written": [], "stale": {}, "removed": []}
+        for english in paths:
+            nb, stale = translate(english, catalog, language)
+            if stale:
+                done["stale"][english.stem] = stale
+                continue
+            target = out / english.name
+            text = notebook_text(nb)
+            done["built"].append(english.stem)
+            if not target.exists() or target.read_text(encoding="utf-8") != text:
+                _write_atomically(target, text)
+                done["written"].append(english.stem)
+        names = {p.name for p in paths}
+        for orphan in sorted(out.glob("*.ipynb")):
+            if orphan.name not in names:
+                try:
+                    orphan.unlink()
+                except OSError as e:
+                    raise TranslationError(f"{orphan}: its English notebook is gone, and it cannot be removed "
+                                           f"({e.strerror or e})") from None
+                done["removed"].append(orphan.name)
+    return report
+
+
+def summary(report: dict) -> str:
+    lines = []
+    for language, done in report.items():
+        lines.append(f"{language}: {len(done['built'])} notebooks translated ({len(done['written'])} written), "
+                     f"{len(done['stale'])} with cells to translate")
+        for name, stale in done["stale"].items():
+            kinds = sorted({s.why.split(":")[0] for s in stale})
+            lines.append(f"   {name}: {len(stale)} cells ({'; '.join(kinds)})")
+        lines.extend(f"   removed {name}: its English notebook is gone" for name in done["removed"])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness_lib.chapter.translations",
+                                     description="Extract the notebooks' markdown into gettext catalogues and "
+                                                 "build the translated notebooks (docs/translating.md).")
+    parser.add_argument("step", nargs="?", choices=("extract", "build"), help="one step (default: both)")
+    args = parser.parse_args(argv)
+    try:
+        if args.step in (None, "extract"):
+            for path in extract():
+                print(f"updated {path}")
+        if args.step in (None, "build"):
+            print(summary(build()))
+    except TranslationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

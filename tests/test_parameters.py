@@ -1,0 +1,127 @@
+"""Every parameter of every notebook, tried as a reader would (issue 19, item 5).
+
+Each notebook declares its parameters once, in its section module (``PARAMETERS``: a ``params.Spec`` each), and
+its setup cell checks them all (``params.check``) before anything runs. For every parameter this test sets, in
+the notebook's own kernel, each value its spec must refuse (just past each bound, a wrong type) and runs the
+parameters cell and the setup cell only: the refusal is one line, a ``ParameterError`` naming the parameter, from
+the setup cell, never a traceback and never a later cell. Then it sets the values the spec must accept at both
+ends of its range, one parameter at a time (the others at their defaults), and runs the notebook again from the
+parameters cell: no cell fails or writes to stderr, and every cell shows the same kinds of output (text, tables,
+plots) as with the defaults. One kernel per notebook; the provider outlives the re-runs, as in a reader's session.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from harness_lib.chapter import params
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+
+
+def module_of(path: Path):
+    """A notebook's section module: notebooks/05-tool-errors.ipynb -> harness_lib.chapter.s05_tool_errors."""
+    return importlib.import_module(f"harness_lib.chapter.s{path.stem.replace('-', '_')}")
+
+
+def cells(nb) -> tuple[int, int]:
+    """Indexes of the parameters cell and of the setup cell (the code cell after it)."""
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    at = next(i for i in code if "parameters" in nb.cells[i].metadata.get("tags", []))
+    return at, next(i for i in code if i > at)
+
+
+def defaults(source: str) -> dict:
+    """The parameters cell's names and values, in order (each an assignment of a literal)."""
+    values = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise AssertionError(f"a parameters cell holds assignments of literals only: {ast.unparse(node)}")
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def literal(value) -> str:
+    """``value`` as Python source: what a reader types."""
+    if isinstance(value, float) and math.isnan(value):
+        return "float('nan')"
+    return repr(value)
+
+
+def source_with(values: dict) -> str:
+    return "\n".join(f"{k} = {literal(v)}" for k, v in values.items())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_parameter_is_declared_and_checked_at_the_top(path):
+    nb = nbformat.read(path, as_version=4)
+    at, setup = cells(nb)
+    spec = module_of(path).PARAMETERS
+    given = defaults(nb.cells[at].source)
+    assert list(given) == list(spec), "the parameters cell and the module's PARAMETERS name the same parameters"
+    assert all(isinstance(s, params.Spec) for s in spec.values())
+    assert params.check(spec, **given)  # the defaults are inside their own ranges
+    call = next((n for n in ast.walk(ast.parse(nb.cells[setup].source.replace("%config", "#")))
+                 if isinstance(n, ast.Call) and ast.unparse(n.func) == "params.check"), None)
+    assert call is not None, "the setup cell checks every parameter: params.check(sNN.PARAMETERS, NAME=NAME, ...)"
+    assert [k.arg for k in call.keywords] == list(spec) and all(ast.unparse(k.value) == k.arg for k in call.keywords)
+
+
+def kinds(outputs) -> list:
+    """What a cell showed, by kind (as tests/test_notebooks.py counts them): stream names, MIME types."""
+    seen = []
+    for o in outputs:
+        kind = (o.output_type, o.get("name") or o.get("ename") or tuple(sorted(o.get("data", {}))))
+        if not (seen and kind[0] == "stream" and seen[-1] == kind):
+            seen.append(kind)
+    return seen
+
+
+def refusal(client, nb, at, setup, values) -> str:
+    """Run the parameters cell with ``values`` and the setup cell: the one line the setup cell shows."""
+    nb.cells[at].source = source_with(values)
+    client.execute_cell(nb.cells[at], at)
+    try:
+        client.execute_cell(nb.cells[setup], setup)
+    except CellExecutionError:
+        pass
+    else:
+        raise AssertionError(f"accepted {values}")
+    (error,) = [o for o in nb.cells[setup].outputs if o.output_type == "error"]
+    assert error.ename == "ParameterError" and len(error.traceback) == 1, error.traceback
+    return error.traceback[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
+    nb = nbformat.read(path, as_version=4)
+    at, setup = cells(nb)
+    spec = module_of(path).PARAMETERS
+    base = defaults(nb.cells[at].source)
+    # a hang guard, not a measure: 12's live section runs a local model when the `local` extra is installed
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        expected = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code" and i >= at}
+        for name, rule in spec.items():
+            for value in rule.outside():
+                line = refusal(client, nb, at, setup, {**base, name: value})
+                assert line.startswith(f"ParameterError: {name} accepts ") and "\n" not in line, line
+            for value in rule.inside()[:2]:  # both ends of the range; the defaults are nbval's run
+                nb.cells[at].source = source_with({**base, name: value})
+                for index in expected:
+                    client.execute_cell(nb.cells[index], index)  # raises on an error output
+                    got = kinds(nb.cells[index].outputs)
+                    assert ("stream", "stderr") not in got, (name, value, nb.cells[index].source)
+                    assert got == expected[index], (name, value, nb.cells[index].source)
