@@ -405,3 +405,33 @@ def test_repeated_failure_reads_a_record_without_a_signature():
 def test_a_limit_refused_names_itself(make, name):
     with pytest.raises(ValueError, match=f"^{name} "):
         make()
+
+
+# -- found by make mutate (docs/mutation.md) ----------------------------------------------------------------
+def test_a_call_that_succeeded_twice_is_not_a_repeated_failure():
+    """Only failures count: the same read answered the same way twice is a run going well."""
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "r", {})), {"role": "tool", "tool_call_id": "a", "content": "same"},
+                       asks(call("b", "r", {})), {"role": "tool", "tool_call_id": "b", "content": "same"}]
+    state.tool_log = [{"callId": c, "toolName": "r", "args": "{}", "signature": "r:{}", "ok": True} for c in "ab"]
+    assert stops.repeated_failure(2)(state) is None
+    state.tool_log = [{**r, "ok": False} for r in state.tool_log]
+    assert stops.repeated_failure(2)(state).status == "failed"
+
+
+def test_repeated_failure_stops_at_the_second_failure_by_default():
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "w", {})), {"role": "tool", "tool_call_id": "a", "content": "Error: x"},
+                       asks(call("b", "w", {})), {"role": "tool", "tool_call_id": "b", "content": "Error: x"}]
+    state.tool_log = [{"callId": c, "toolName": "w", "args": "{}", "signature": "w:{}", "ok": False} for c in "ab"]
+    condition = stops.repeated_failure()
+    assert condition.__name__ == "repeated_failure(2)"
+    assert condition(state).error == "repeated_failure(2): w({}) failed the same way 2 times: Error: x"
+
+
+@pytest.mark.parametrize("make", [stops.max_budget, stops.turn_cost_above])
+def test_a_dollar_limit_above_a_billion_is_refused(make):
+    """A billion dollars is the most a limit may be (numbers.MAX_USD): more is a typo, not a limit."""
+    assert make(1e9)
+    with pytest.raises(ValueError, match=r"and at most 1e\+09, got 1100000000.0$"):
+        make(1.1e9)
