@@ -143,10 +143,18 @@ def main(argv: list[str]) -> int:
           f" {'seconds':>7}")
     for module in modules:
         folder = prepare(module)
+        # mutmut keeps a result until the function's code changes, not when a test is added: the survivors of
+        # an earlier run meet today's tests again, by name, after the run
+        before = verdicts(folder) if (folder / "mutants" / "mutmut-stats.json").exists() else {}
         started = time.monotonic()
         with open(folder / "run.log", "w") as log:
             code = subprocess.run([str(MUTMUT), "run", "--max-children", children], cwd=folder, stdout=log,
                                   stderr=subprocess.STDOUT).returncode
+            again = [n for n, v in verdicts(folder).items() if v == "survived" and before.get(n) == "survived"
+                     ] if code == 0 else []
+            if again:
+                code = subprocess.run([str(MUTMUT), "run", "--max-children", children, *sorted(again)], cwd=folder,
+                                      stdout=log, stderr=subprocess.STDOUT).returncode
         seconds = time.monotonic() - started
         if code != 0:
             print(f"{module}: mutmut exited {code}; its output is in {folder / 'run.log'}", file=sys.stderr)
