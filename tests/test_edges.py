@@ -23,7 +23,7 @@ import os
 
 import pytest
 
-from harness_lib import cli, dedupe, ledger, stops
+from harness_lib import cli, dedupe, ledger, policy, stops
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
@@ -156,6 +156,36 @@ def test_a_repeated_write_runs_again_under_the_read_only_gate(rule, store_runs, 
         == (store_runs, look_runs)
     cached = [r["callId"] for r in s.tool_log if r.get("cached")]
     assert cached == [c for c, n in (("s2", store_runs), ("l2", look_runs)) if n == 1]
+
+
+def test_the_cache_a_resume_derives_holds_each_calls_first_successful_answer():
+    """What the dedupe cache is after a resume: built from the transcript and the tool log (the loop keeps
+    its own copy during a run, so only a resumed run reads this)."""
+    messages = [asks(call("a", "look", {"text": "x"})), {"role": "tool", "tool_call_id": "a", "content": "first"},
+                {"role": "tool", "tool_call_id": "b", "content": "failed"},
+                {"role": "tool", "tool_call_id": "c", "content": "second"},
+                {"role": "tool", "tool_call_id": "d", "content": "old record"},
+                {"role": "user", "tool_call_id": "e", "content": "not a tool's"},
+                {"role": "tool", "tool_call_id": "f", "content": [{"type": "text", "text": "not text"}]}]
+    log = [{"callId": "a", "signature": "look:x", "ok": True}, {"callId": "b", "signature": "look:y", "ok": False},
+           {"callId": "c", "signature": "look:x", "ok": True}, {"callId": "d", "ok": True},
+           {"callId": "e", "signature": "look:e", "ok": True}, {"callId": "f", "signature": "look:f", "ok": True},
+           {"callId": "g", "signature": "look:g", "ok": True}]  # g: a record whose slot is missing
+    assert dedupe.cache(messages, log) == {"look:x": "first"}
+
+
+def test_the_same_call_is_its_tool_and_arguments_key_order_aside():
+    def sig(args, name="look"):
+        return dedupe.signature({"id": "x", "function": {"name": name, "arguments": args}})
+    assert sig('{"b": 1, "a": 2}') == sig('{"a":2,"b":1}') == 'look:{"a": 2, "b": 1}'
+    assert sig('{"a": 1}') != sig('{"a": 2}') and sig('{"a": 1}') != sig('{"a": 1}', "store")
+    assert sig("not json") == "look:not json"
+
+
+def test_a_readers_error_policy_writes_the_sentence_from_the_exception():
+    assert policy.error_text(lambda e: f"told: {type(e).__name__} {e}", ValueError("bad")) == "told: ValueError bad"
+    assert policy.error_text("descriptive", ValueError("bad")) == policy.error_text("fatal", ValueError("bad")) \
+        == "Error: bad"
 
 
 # -- approval ---------------------------------------------------------------------------------------------------
