@@ -18,6 +18,8 @@ under test shows up as survivors to look at, not as a silent pass.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import os
 import re
@@ -43,8 +45,8 @@ MODULES: dict[str, list[str]] = {
     "state": ["test_journal", "test_loop", "test_naming", "test_bad_input", "test_crash", "test_operator",
               "test_edges"],
     "journal": ["test_journal", "test_crash", "test_integration"],
-    "ledger": ["test_operator", "test_naming", "test_edges"],
-    "lock": ["test_operator", "test_journal", "test_edges"],
+    "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile"],
+    "lock": ["test_operator", "test_journal", "test_edges", "test_hostile"],
     "reply": ["test_reply", "test_conformance", "test_edges", "test_faults"],
 }
 # Fast by the `make check` measure, but a second or more once each of its child processes imports the
@@ -122,8 +124,22 @@ def verdicts(folder: Path) -> dict[str, str]:
     return {name: status for name, _, status in found if NAME.fullmatch(name)}
 
 
-def diff(folder: Path, name: str) -> list[str]:
-    return [line for line in mutmut(folder, "show", name).splitlines() if line[:2] in ("- ", "+ ")]
+def diffs(folder: Path, module: str, names: list[str]) -> dict[str, list[str]]:
+    """Each mutant's changed lines against the original function (what ``mutmut show`` prints, read from the
+    file mutmut wrote: one ``mutmut show`` each took seconds)."""
+    source = (folder / "mutants" / "harness_lib" / f"{module}.py").read_text()
+    functions = {node.name: ast.get_source_segment(source, node) or "" for node in ast.walk(ast.parse(source))
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name}
+    out = {}
+    for name in names:
+        mutant = name.rpartition(".")[2]
+        base = mutant.rpartition("__mutmut_")[0]  # x_run, or xǁClassǁmethod
+        orig, shown = base + "__mutmut_orig", base.split("ǁ")[-1] if "ǁ" in base else base[2:]
+        before = functions[orig].replace(orig, shown, 1).splitlines()  # one name in both: only changes show
+        after = functions[mutant].replace(mutant, shown, 1).splitlines()
+        out[name] = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
+                     if line[:1] in "-+" and line[:3] not in ("---", "+++")]
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -164,7 +180,7 @@ def main(argv: list[str]) -> int:
         for status, n in counts.items():
             totals[status] = totals.get(status, 0) + n
         lived = sorted(n for n, v in found.items() if v == "survived")
-        survivors.update({n: diff(folder, n) for n in lived})
+        survivors.update(diffs(folder, module, lived))
         print(f"{module:8} {len(found):7} {counts.get('killed', 0):6} {counts.get('timeout', 0):7} "
               f"{counts.get('no tests', 0):7} {len(lived):8} {len(lived) / max(len(found), 1):6.1%} {seconds:7.0f}")
         others = {s: n for s, n in counts.items() if s not in ("killed", "timeout", "no tests", "survived")}
