@@ -251,6 +251,87 @@ def test_the_ledger_counts_the_subagents_spend(provider, tmp_path):
         ledger.check(tmp_path, forgot, same)
 
 
+def bound_run(tmp_path, **config):
+    """A run bound in its ledger as the command line binds one (``run``), its options ``config``."""
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    s.config = dict(config)
+    ledger.bind(tmp_path, s)
+    return s
+
+
+def test_only_an_approve_decision_in_the_ledger_approves_a_call(tmp_path):
+    s = bound_run(tmp_path)
+    s.approved = ["w1"]
+    with pytest.raises(LedgerError, match=r"lists w1 as approved, but no approval was given"):
+        ledger.check(tmp_path, s, dict)
+    ledger.append(tmp_path, s, "decision", callId="w1", verdict="reject")
+    with pytest.raises(LedgerError, match=r"lists w1 as approved"):
+        ledger.check(tmp_path, s, dict)
+    ledger.check(tmp_path, s, dict, given="w1")  # the call this very command approves
+    ledger.append(tmp_path, s, "decision", callId="w1", verdict="approve")
+    ledger.check(tmp_path, s, dict)
+
+
+@pytest.mark.parametrize("turns,cost", [(1, 0.002), (2, 0.001), (2, 0.002)])
+def test_the_ledger_refuses_a_state_that_forgot_turns_or_money(tmp_path, turns, cost):
+    s = bound_run(tmp_path)
+    ledger.append(tmp_path, s, "spent", turns=2, costUsd=0.002, totalCostUsd=0.002)
+    s.turns, s.own_cost_usd = turns, cost
+    if (turns, cost) == (2, 0.002):
+        ledger.check(tmp_path, s, dict)
+        return
+    with pytest.raises(LedgerError, match=rf"records {turns} turns and \$0\.00{cost * 1000:.0f}000, less than the 2 "
+                                          rf"turns and \$0\.002000 already spent"):
+        ledger.check(tmp_path, s, dict)
+
+
+def test_an_edited_option_is_refused_naming_each_option_that_differs(tmp_path):
+    s = bound_run(tmp_path, max_turns=5)
+    ledger.append(tmp_path, s, "config", config={"max_turns": 5, "budget": 1.0})  # a resume that set a budget
+    ledger.append(tmp_path, s, "spent", turns=0, costUsd=0, totalCostUsd=0)  # ... and saved the state after
+    s.config = {"max_turns": 5}  # the budget the resume set, edited out of the file
+    with pytest.raises(LedgerError, match=r"the state file's options \(budget\) differ from the latest"):
+        ledger.check(tmp_path, s, dict)
+    s.config = {"max_turns": 6, "dedupe": "all"}
+    with pytest.raises(LedgerError, match=r"options \(budget, dedupe, max_turns\) differ"):
+        ledger.check(tmp_path, s, dict)
+
+
+def test_options_a_resume_recorded_but_never_saved_are_mended_only_when_nothing_came_after(tmp_path):
+    s = bound_run(tmp_path, max_turns=5)
+    for turns in (6, 7):
+        ledger.append(tmp_path, s, "config", config={"max_turns": turns})
+    s.config = {"max_turns": 6}  # the change before the latest: the resume that recorded 7 died before saving
+    ledger.check(tmp_path, s, dict)
+    assert s.config == {"max_turns": 7}
+    s.config = {"max_turns": 5}  # two changes back: an edit
+    with pytest.raises(LedgerError, match=r"options \(max_turns\) differ"):
+        ledger.check(tmp_path, s, dict)
+
+
+def test_a_changed_model_is_refused_saying_what_was_given(tmp_path):
+    s = bound_run(tmp_path)
+    given = s.model
+    s.model, s.meta["scenario"] = "another", "delegate"
+    with pytest.raises(LedgerError) as e:
+        ledger.check(tmp_path, s, dict)
+    assert f"(model 'another', given {given!r}, scenario 'delegate', given None)" in str(e.value)
+
+
+def test_a_run_without_its_ledger_is_refused_unless_made_in_process(tmp_path):
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    with pytest.raises(LedgerError, match="ledger .* is missing"):
+        ledger.check(tmp_path, s, dict)  # by default: the command line made it
+    ledger.check(tmp_path, s, dict, saved_options=False)  # made in-process: bound now
+    assert [e["type"] for e in ledger.read(ledger.ledger_path(tmp_path, s.run_id))] == ["run"]
+
+
+def test_a_ledger_line_that_cannot_be_read_is_skipped_not_the_lines_after_it(tmp_path):
+    path = tmp_path / "r.ledger.jsonl"
+    path.write_bytes(b'\xff\xfe not json\n{"type": "run", "instance": "i"}\n{"type": "spent", "ins')
+    assert ledger.read(path) == [{"type": "run", "instance": "i"}]
+
+
 # -- the trace's running cost ---------------------------------------------------------------------------------------
 def test_each_turn_line_says_the_spend_with_that_turn_in_it(provider):
     s, events = scripted(provider, "plan")
