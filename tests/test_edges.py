@@ -20,6 +20,8 @@ import asyncio
 import errno
 import json
 import os
+import re
+import sys
 
 import pytest
 
@@ -29,6 +31,7 @@ from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
 from harness_lib.state import approve, load, new_run, reject, save
 from harness_lib.subagent import research_tool
+from harness_lib.terminal import visible
 from harness_lib.testing import FakeModel, asks, call
 from harness_lib.tools import Tool, permanent, string_params
 from harness_lib.trace import Trace
@@ -232,6 +235,39 @@ def test_the_command_line_holds_the_runs_lock_while_the_loop_runs(provider, tmp_
     assert held == [True, True]
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["turns"] == 2
     with RunLock(tmp_path, "r"):  # free again
+        pass
+
+
+def test_a_run_in_use_says_which_process_holds_it_and_since_when(tmp_path):
+    with RunLock(tmp_path, "r1"):
+        with pytest.raises(RunLockError) as e:
+            RunLock(tmp_path, "r1").__enter__()
+    command = " ".join(sys.argv)[:120]
+    said = re.fullmatch(rf"run r1 is in use by process {os.getpid()} \((.*)\), since "
+                        rf"(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ); wait for it to end .*", str(e.value))
+    assert said and said.group(1) == visible(command)
+    assert not (tmp_path / "r1.lock").exists()  # let go: the file removed
+
+
+def test_a_holder_that_has_not_said_who_it_is_yet(tmp_path):
+    with RunLock(tmp_path, "r1") as held:
+        os.ftruncate(held.fd, 0)  # the moment between taking the lock and writing who holds it
+        with pytest.raises(RunLockError, match=r"in use by another process \(it has not said which yet\);"):
+            RunLock(tmp_path, "r1").__enter__()
+        os.pwrite(held.fd, b'["not", "a", "description"]', 0)
+        with pytest.raises(RunLockError, match=r"in use by another process \(it has not said which yet\);"):
+            RunLock(tmp_path, "r1").__enter__()
+
+
+def test_a_lock_not_taken_or_let_go_holds_nothing_and_lets_go_again(tmp_path):
+    lock = RunLock(tmp_path, "r1")
+    assert lock.lost() is None
+    lock.release()  # never taken: nothing to let go
+    with lock:
+        pass
+    assert lock.lost() is None
+    lock.release()  # let go twice (a finally after an exit): nothing more
+    with RunLock(tmp_path, "r1"):  # and the run is free for the next
         pass
 
 
