@@ -66,7 +66,8 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 NAME = re.compile(r"harness_lib\.\w+\.x\S+?__mutmut_\d+")
 
 
-def prepare(module: str) -> Path:
+def prepare(module: str) -> tuple[Path, bool]:
+    """The module's folder, and whether its settings are new (then mutmut tests every mutant afresh)."""
     folder = WORK / module
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("harness_lib", "tests"):
@@ -75,9 +76,10 @@ def prepare(module: str) -> Path:
     own = re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[|\Z)", "", (ROOT / "pyproject.toml").read_text())
     settings = SETTINGS.format(module=module, selection=", ".join(f'"{a}"' for a in selection([module])))
     path = folder / "pyproject.toml"
-    if not path.exists() or path.read_text() != own + settings:  # unchanged: mutmut keeps its results
+    changed = not path.exists() or path.read_text() != own + settings  # unchanged: mutmut keeps its results
+    if changed:
         path.write_text(own + settings)
-    return folder
+    return folder, changed
 
 
 def selection(modules: list[str]) -> list[str]:
@@ -158,10 +160,11 @@ def main(argv: list[str]) -> int:
     print(f"{'module':8} {'mutants':>7} {'killed':>6} {'timeout':>7} {'no test':>7} {'survived':>8} {'rate':>6}"
           f" {'seconds':>7}")
     for module in modules:
-        folder = prepare(module)
+        folder, afresh = prepare(module)
         # mutmut keeps a result until the function's code changes, not when a test is added: the survivors of
-        # an earlier run meet today's tests again, by name, after the run
-        before = verdicts(folder) if (folder / "mutants" / "mutmut-stats.json").exists() else {}
+        # an earlier run meet today's tests again, by name, after the run (not after a run made afresh)
+        kept = not afresh and (folder / "mutants" / "mutmut-stats.json").exists()
+        before = verdicts(folder) if kept else {}
         started = time.monotonic()
         with open(folder / "run.log", "w") as log:
             code = subprocess.run([str(MUTMUT), "run", "--max-children", children], cwd=folder, stdout=log,
