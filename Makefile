@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test check bench lab translations clean local
+.PHONY: chapter test check bench lab translations clean local mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,18 @@ test: $(STAMP)
 # notebooks, the campaigns). `make test` runs everything, as CI does: run it before you push.
 check: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow" -q -p no:cacheprovider
+
+# Mutation testing of the core (docs/mutation.md): mutmut, the `mutate` extra, changes one thing at a time in
+# loop, stops, budget, dedupe, policy, state, journal, ledger, lock and reply, and runs each module's own fast
+# tests on each change. Not part of `make test`. `make mutate MODULES="stops dedupe"` runs some of them.
+MUTATE_STAMP := $(VENV)/.mutate-installed
+
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,mutate]'
+	touch $@
+
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python tests/mutate.py $(MODULES)
 
 # Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
 # before a user's own kernelspecs, so "python3" is the kernel this environment installed).

@@ -125,7 +125,7 @@ circular.append(circular)  # a list that contains itself: json cannot serialise 
     (None, "null"), ({"files": 3}, '{"files": 3}'), ([1, 2], "[1, 2]"), (42, "42"), (math.nan, "NaN"),
     (b"\x00bytes", json.dumps(str(b"\x00bytes"))), ({1, 2}, '"{1, 2}"'), (object(), '"<object object at 0x'),
     (circular, "Error: Circular reference detected"),
-], ids=lambda v: type(v).__name__ if not isinstance(v, str) else None)
+], ids=["None", "dict", "list", "int", "NaN", "bytes", "set", "object", "Circular"])  # ids a command line can name
 def test_a_tool_returning_non_text_is_answered_as_text(value, answer):
     async def returning(args, ctx):
         return value

@@ -43,10 +43,12 @@ def test_kernel_interrupt_cancels_the_run_and_saves_it():
         elapsed = time.monotonic() - pressed
         outputs = []
         kc.execute_interactive("saved = load(state_dir, 'k1'); print(state.status, saved.status, "
-                               "saved.interruption['type'], saved.turns, len(ticks))",
+                               "saved.interruption['type'], repr(saved.interruption['reason']), saved.turns, "
+                               "len(ticks))",
                                output_hook=lambda m: outputs.append(m["content"].get("text", "")), timeout=30)
         *ended, ticks = "".join(outputs).split()
-        assert ended == ["interrupted", "interrupted", "cancelled", "1"]
+        # the kernel's interrupt carries no message: the run says the default reason, "cancelled"
+        assert ended == ["interrupted", "interrupted", "cancelled", "'cancelled'", "1"]
         # The scan did not run to its end (6 ticks), and the cell ended before the 2 s the scan still had to
         # go were up (about 1.0 s in), where a Stop that waited for the tool could not.
         assert int(ticks) < 6 and elapsed < 3.0 - 1.0, (ticks, elapsed)

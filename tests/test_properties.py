@@ -36,6 +36,7 @@ from harness_lib.workspace import SYSTEM_PROMPT, TASK
 
 EXITS = {"completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"}
 KINDS = ["ok", "fail", "unknown", "malformed", "write", "nontext", "stop"]
+DECISIONS = ["approve", "reject", "reject with words", "reject silently"]
 ERRORS = ["ValueError", "KeyError", "RuntimeError", "OSError", "ZeroDivisionError", "SystemExit", "TimeoutError"]
 
 turn = st.one_of(
@@ -136,11 +137,14 @@ def cost(usage: dict) -> float:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=st.lists(turn, max_size=7),
        cancel_model_at=st.sets(st.integers(0, 7), max_size=2),
-       decisions=st.lists(st.sampled_from(["approve", "reject", "reject with words", "reject silently"]),
-                          min_size=12, max_size=12),
+       decisions=st.lists(st.sampled_from(DECISIONS), min_size=12, max_size=12),
        max_turns=st.one_of(st.none(), st.integers(1, 8)),
        budget=st.one_of(st.none(), st.floats(min_value=0.0003, max_value=0.006)))
 def test_random_models_keep_the_loops_promises(script, cancel_model_at, decisions, max_turns, budget):
+    keeps_the_loops_promises(script, cancel_model_at, decisions, max_turns, budget, note=event)
+
+
+def keeps_the_loops_promises(script, cancel_model_at, decisions, max_turns, budget, note=lambda what: None):
     tools = Tools()
     cancelled_turns: set[int] = set()
 
@@ -190,7 +194,7 @@ def test_random_models_keep_the_loops_promises(script, cancel_model_at, decision
 
             # a person's next step
             interruption = state.interruption or {}
-            event(f"stopped: {state.status} {interruption.get('type', '')}".strip())
+            note(f"stopped: {state.status} {interruption.get('type', '')}".strip())  # hypothesis's statistics
             if state.status != "interrupted":
                 break
             state = load(state_dir, state.run_id)  # every continuation starts from disk
@@ -211,6 +215,48 @@ def test_random_models_keep_the_loops_promises(script, cancel_model_at, decision
 async def _in_a_task(coro):
     """Run ``coro`` in its own task, so a Stop pressed inside it cancels that task and nothing else."""
     return await asyncio.ensure_future(coro)
+
+
+# -- the same promises on the cases that found bugs: fast, in `make check` ------------------------------------
+def calls(*kinds: str) -> tuple:
+    return ("calls", [(k, "ValueError" if k != "fail" else "SystemExit") for k in kinds])
+
+
+def spend_after(script, turns: int) -> float:
+    """What the first ``turns`` turns of ``script`` cost (a script of reads: nothing asks a person)."""
+    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "random"), Tools().list(),
+                            Options(client=FakeModel(script_replies(script)), max_turns=turns)))
+    assert state.turns == turns
+    return state.own_cost_usd
+
+
+READS = [calls("ok"), calls("ok", "ok"), calls("ok"), calls("ok"), ("text", "done")]
+CASES = {  # name: (script, Stops pressed in the model call at these turns, the person's decisions, cap, budget)
+    # (a budget to be worked out is a function: it runs when the test does, not when the file is collected)
+    "a write after a rejected write asks again": ([calls("write"), calls("write"), ("text", "done")], set(),
+                                                  ["reject", "approve"], None, None),
+    "a write after an approved one asks again": ([calls("write", "ok"), calls("ok", "write"), ("text", "ok")],
+                                                 set(), ["approve", "reject silently"], None, None),
+    "the cap equal to the turns the script asks for": (READS[:3], set(), [], 3, None),
+    "the budget equal to the spend after two turns": (READS, set(), [], None, lambda: spend_after(READS, 2)),
+    "Stop pressed in two model calls": (READS, {0, 2}, [], 6, None),
+    "Stop inside a tool, beside a write": ([calls("stop", "write"), calls("write"), ("text", "done")], set(),
+                                           ["approve", "reject with words"], None, None),
+    "every kind of failure": ([calls("fail", "unknown", "malformed"), calls("nontext", "fail"), ("text", "")],
+                              {1}, [], 4, None),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_cases_that_found_bugs_keep_the_loops_promises(name):
+    """The property on scripts that make each rule act at its edge: approval after a decision either way, a
+    cap and a budget reached exactly, Stops in a model call and in a tool, every kind of failure. Of the bugs
+    they find, the slow random search finds a write run unapproved after a rejection on some draws only, and
+    the budget's boundary never (a random budget does not equal a spend), and only in `make test` (issue 25)."""
+    script, cancel_model_at, decisions, max_turns, budget = CASES[name]
+    budget = budget() if callable(budget) else budget
+    keeps_the_loops_promises(script, cancel_model_at, decisions + ["approve"] * (12 - len(decisions)), max_turns,
+                             budget)
 
 
 # -- a few properties of the pieces, where hypothesis finds edge cases faster than examples --------

@@ -10,7 +10,8 @@ from harness_lib import stops
 from harness_lib.loop import Options, run
 from harness_lib.state import load, new_run
 from harness_lib.stops import Stop
-from harness_lib.tools import PermanentToolError, Tool, is_permanent, permanent, permanent_errors
+from harness_lib.testing import FakeModel, asks, call
+from harness_lib.tools import PermanentToolError, Tool, is_permanent, permanent, permanent_errors, string_params
 from harness_lib.trace import Trace
 from harness_lib.workspace import SYSTEM_PROMPT, TASK, Workspace
 
@@ -269,3 +270,168 @@ def test_an_exception_whose_attributes_raise_is_not_permanent(provider):
     tools = [Tool("list_files", "List the files in the workspace.", tool, read_only=True)]
     s, _ = go(provider, "runaway", tools=tools, max_turns=2, stops=[stops.permanent_error()])
     assert s.status == "max_turns_exceeded" and s.tool_log[0]["ok"] is False
+
+
+# -- at the edges: what mutation testing found untested (issue 25, docs/mutation.md) -------------------------
+TURN_1, TURN_2 = 0.000684, 0.000814  # runaway's first two turns at the chapter's prices
+
+
+def played(replies, tools, **options):
+    s = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake"), tools, Options(client=FakeModel(replies), **options)))
+    return s
+
+
+def failing(text="Error: it broke"):
+    """A tool that always fails with the same words, whatever its arguments."""
+    async def fails(args, ctx):
+        raise RuntimeError(text.removeprefix("Error: "))
+    return Tool("fails", "Fails.", fails, string_params("path"))
+
+
+def test_turn_cost_above_is_strictly_above(provider):
+    s, _ = go(provider, "runaway", max_turns=10, stops=[stops.turn_cost_above(TURN_1)])
+    assert (s.status, s.turns) == ("interrupted", 2)  # turn 1 cost exactly the bound: not above it
+    assert s.interruption["reason"] == "stop condition: a turn cost more than $0.000684"
+
+
+def test_no_progress_counts_its_turns_from_the_last_change(provider):
+    """Progress changes at turns 0 and 1 (the counter below), then never: no_progress(2) stops 2 turns after
+    the last change, at turn 3, not before."""
+    def reads(state):
+        return min(state.turns, 1)
+    s, _ = go(provider, "runaway", max_turns=10, stops=[stops.no_progress(2, progress=reads)])
+    assert (s.status, s.turns) == ("interrupted", 3)
+    assert s.interruption["reason"] == "no progress in 2 turns (reads unchanged since turn 1)"
+    assert s.interruption["name"] == "no_progress(2)"
+
+
+def test_no_progress_copies_the_whole_value_not_its_outer_layer(provider):
+    # a dict around the live tool_log: a copy of the dict alone would still share the list, and stop at once
+    s, _ = go(provider, "runaway", max_turns=5, stops=[stops.no_progress(2, progress=lambda st: {"log": st.tool_log})])
+    assert s.status == "max_turns_exceeded"
+
+
+def test_a_progress_function_without_a_name_is_called_progress(provider):
+    class Counter:
+        def __call__(self, state):
+            return 0
+    s, _ = go(provider, "runaway", max_turns=10, stops=[stops.no_progress(2, progress=Counter())])
+    assert s.interruption["reason"] == "no progress in 2 turns (progress unchanged since turn 0)"
+
+
+def test_when_is_named_after_its_function_or_when(provider):
+    def two_turns(state):
+        return state.turns >= 2
+
+    class Callable:
+        def __call__(self, state):
+            return state.turns >= 2
+    for predicate, name in ((two_turns, "two_turns"), (lambda st: st.turns >= 2, "when"), (Callable(), "when")):
+        s, _ = go(provider, "runaway", max_turns=10, stops=[stops.when(predicate, "enough")])
+        assert s.interruption == {"type": "stop_condition", "name": name, "reason": "enough"}
+
+
+def test_a_condition_without_a_name_is_named_by_its_type(provider):
+    class Sloppy:
+        def __call__(self, state):
+            return "stop"
+    s, _ = go(provider, "runaway", max_turns=5, stops=[Sloppy()])
+    assert s.status == "failed" and s.error.startswith("stop condition Sloppy returned 'stop'")
+
+
+def test_composition_says_each_member_and_each_reason(provider):
+    both = stops.all_of(stops.repeated_call(2), stops.when(lambda st: st.turns >= 3, "three turns"))
+    s, _ = go(provider, "runaway", max_turns=10, stops=[stops.any_of(both, stops.max_turns(9))])
+    assert s.interruption == {"type": "stop_condition", "name": "all_of(repeated_call(2), when)",
+                              "reason": "the same call asked for 2 times: list_files({}) and three turns"}
+    assert stops.any_of(stops.max_turns(3), stops.repeated_call(2)).__name__ == "any_of(max_turns(3), repeated_call(2))"
+    failed = stops.all_of(stops.repeated_failure(2), stops.permanent_error())
+    s, _ = go(provider, "forbidden", tools=marked_tools(PermissionError), max_turns=12, stops=[failed])
+    assert s.error == ("all_of(repeated_failure(2), permanent_error()): " + "; ".join((
+        'repeated_failure(2): read_file({"path":"/etc/shadow"}) failed the same way 2 times: '
+        "Error: permission denied: /etc/shadow",
+        'permanent_error: read_file({"path":"/etc/shadow"}) failed in a way no retry can fix: '
+        "Error: permission denied: /etc/shadow")))
+
+
+def test_an_error_names_the_call_that_failed_with_its_arguments(provider):
+    s, _ = go(provider, "forbidden", tools=marked_tools(PermissionError), max_turns=12,
+              stops=[stops.permanent_error()])
+    assert s.error.startswith('permanent_error: read_file({"path":"/etc/shadow"}) failed in a way')
+
+
+def test_repeated_failure_counts_one_call_failing_the_same_way():
+    """Not two different calls failing with the same words, not a rejection or an unknown outcome twice;
+    the same call with its arguments in another order is the same call."""
+    two_paths = [asks(call("a", "fails", {"path": "x"})), asks(call("b", "fails", {"path": "y"}))]
+    s = played(two_paths, [failing()], max_turns=2, stops=[stops.repeated_failure(2)])
+    assert s.status == "max_turns_exceeded"
+    same_call = [asks(call("a", "fails", '{"path":"x","n":1}')), asks(call("b", "fails", '{"n":1,"path":"x"}'))]
+    s = played(same_call, [failing()], max_turns=3, stops=[stops.repeated_failure(2)])
+    assert s.status == "failed" and s.error.startswith('repeated_failure(2): fails({"n":1,"path":"x"}) failed')
+
+
+def test_rejections_and_unknown_outcomes_are_not_failures():
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "w", {})), {"role": "tool", "tool_call_id": "a", "content": "no"},
+                       asks(call("b", "w", {})), {"role": "tool", "tool_call_id": "b", "content": "no"}]
+    for flag in ("rejected", "unknownOutcome"):
+        state.tool_log = [{"callId": c, "toolName": "w", "args": "{}", "signature": "w:{}", "ok": False, flag: True,
+                           "permanent": True} for c in "ab"]
+        assert stops.repeated_failure(2)(state) is None and stops.permanent_error()(state) is None
+    state.tool_log = [{k: v for k, v in r.items() if k != "unknownOutcome"} for r in state.tool_log]
+    assert stops.repeated_failure(2)(state).status == "failed" and stops.permanent_error()(state).status == "failed"
+
+
+def test_repeated_failure_reads_a_record_without_a_signature():
+    """A tool log saved before records carried their signature: the tool and its raw arguments stand in."""
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "w", {"p": 1})), {"role": "tool", "tool_call_id": "a", "content": "Error: x"},
+                       asks(call("b", "w", {"p": 2})), {"role": "tool", "tool_call_id": "b", "content": "Error: x"}]
+    state.tool_log = [{"callId": "a", "toolName": "w", "args": '{"p":1}', "ok": False},
+                      {"callId": "b", "toolName": "w", "args": '{"p":2}', "ok": False}]
+    assert stops.repeated_failure(2)(state) is None  # two calls
+    state.tool_log[1]["args"] = '{"p":1}'
+    assert stops.repeated_failure(2)(state).error == 'repeated_failure(2): w({"p":1}) failed the same way 2 times: ' \
+                                                     "Error: x"
+
+
+@pytest.mark.parametrize("make,name", [
+    (lambda: stops.max_turns(0), "max_turns"), (lambda: stops.max_budget(0), "max_budget_usd"),
+    (lambda: stops.repeated_call(0), "repeated_call"), (lambda: stops.no_progress(0, progress=len), "no_progress"),
+    (lambda: stops.repeated_failure(0), "repeated_failure"), (lambda: stops.turn_cost_above(0), "turn_cost_above"),
+    (lambda: stops.any_of(), r"any_of\(\)"), (lambda: stops.all_of(), r"all_of\(\)"),
+])
+def test_a_limit_refused_names_itself(make, name):
+    with pytest.raises(ValueError, match=f"^{name} "):
+        make()
+
+
+# -- found by make mutate (docs/mutation.md) ----------------------------------------------------------------
+def test_a_call_that_succeeded_twice_is_not_a_repeated_failure():
+    """Only failures count: the same read answered the same way twice is a run going well."""
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "r", {})), {"role": "tool", "tool_call_id": "a", "content": "same"},
+                       asks(call("b", "r", {})), {"role": "tool", "tool_call_id": "b", "content": "same"}]
+    state.tool_log = [{"callId": c, "toolName": "r", "args": "{}", "signature": "r:{}", "ok": True} for c in "ab"]
+    assert stops.repeated_failure(2)(state) is None
+    state.tool_log = [{**r, "ok": False} for r in state.tool_log]
+    assert stops.repeated_failure(2)(state).status == "failed"
+
+
+def test_repeated_failure_stops_at_the_second_failure_by_default():
+    state = new_run(SYSTEM_PROMPT, TASK, "fake")
+    state.messages += [asks(call("a", "w", {})), {"role": "tool", "tool_call_id": "a", "content": "Error: x"},
+                       asks(call("b", "w", {})), {"role": "tool", "tool_call_id": "b", "content": "Error: x"}]
+    state.tool_log = [{"callId": c, "toolName": "w", "args": "{}", "signature": "w:{}", "ok": False} for c in "ab"]
+    condition = stops.repeated_failure()
+    assert condition.__name__ == "repeated_failure(2)"
+    assert condition(state).error == "repeated_failure(2): w({}) failed the same way 2 times: Error: x"
+
+
+@pytest.mark.parametrize("make", [stops.max_budget, stops.turn_cost_above])
+def test_a_dollar_limit_above_a_billion_is_refused(make):
+    """A billion dollars is the most a limit may be (numbers.MAX_USD): more is a typo, not a limit."""
+    assert make(1e9)
+    with pytest.raises(ValueError, match=r"and at most 1e\+09, got 1100000000.0$"):
+        make(1.1e9)

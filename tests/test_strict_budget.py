@@ -21,6 +21,7 @@ from harness_lib.chapter import s03_budget as s03
 from harness_lib.chapter.common import continue_run, scenario
 from harness_lib.loop import Options, run
 from harness_lib.pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing
+from harness_lib.reply import Turn
 from harness_lib.scripted.scripts import TIMEOUT_ANSWER, asks, call, text, turn_index
 from harness_lib.scripted.server import cut_to
 from harness_lib.state import load, new_run
@@ -339,3 +340,170 @@ def test_another_tokenizer_needs_the_margin_it_measures():
     for b in budgets:  # the margin the trace measured makes the guarantee hold again, at every budget
         s, _ = go(drive(CL100KServer(runaway_reply), b, task=JAPANESE_TASK, strict_margin=needed))
         assert s.status == "budget_exceeded" and s.total_cost_usd <= b
+
+
+# -- found by make mutate (docs/mutation.md): each rule of budget.py at its edge, called directly -------------
+FREE_OUTPUT = Pricing.per_million(2.0, 0)
+
+
+def strict(budget_usd, pricing=CHAPTER_PRICES, **options):
+    return Options(client=object(), max_budget_usd=budget_usd, strict_budget=True, pricing=pricing, **options)
+
+
+def allowed(opts, state=None):
+    trace = Trace(timestamps=False)
+    state = state or new_run(SYSTEM_PROMPT, TASK, "fake")
+    hit = budget.allow(state, [], opts, trace)
+    [line] = trace.events
+    return hit, line, state
+
+
+def counts(state):
+    counted = tokens.prompt_tokens(state.messages, [])
+    return counted, math.ceil(counted * (1 + Options(client=object()).strict_margin))
+
+
+def test_the_strict_budget_counts_the_childrens_spend():
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    alone = budget.spent_after(s, CHAPTER_PRICES, 100, 10)
+    s.subruns = [{"costUsd": 0.002}]
+    assert budget.spent_after(s, CHAPTER_PRICES, 100, 10) == pytest.approx(alone + 0.002, rel=1e-12)
+
+
+def test_the_output_a_budget_buys_is_the_most_that_fits():
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    s.own_cost_usd = 0.000684
+    for budget_usd in [0.000897 + k * 0.0000013 for k in range(40)] + [0.0106, 0.5]:
+        most = budget._most_output(s, CHAPTER_PRICES, 100, budget_usd)
+        assert most > 0 and budget.spent_after(s, CHAPTER_PRICES, 100, most) <= budget_usd < \
+            budget.spent_after(s, CHAPTER_PRICES, 100, most + 1), budget_usd
+    # ~1e18 tokens at the smallest price: the guess from floats is past the edge, and the bisection finds it
+    # (found by trying 3,000 prices and budgets against the bisection stopping one step early)
+    tiny, s.own_cost_usd, budget_usd = Pricing.per_million(SMALLEST_PRICE, SMALLEST_PRICE), 1e-9, 1.3275492349074771
+    most = budget._most_output(s, tiny, 100, budget_usd)
+    assert budget.spent_after(s, tiny, 100, most) <= budget_usd < budget.spent_after(s, tiny, 100, most + 1)
+
+
+def test_an_allowance_says_what_it_assumed_and_the_trace_says_it_too():
+    hit, line, s = allowed(strict(0.01, strict_max_tokens=40))
+    counted, prompt = counts(s)
+    most = budget._most_output(s, CHAPTER_PRICES, prompt, 0.01)
+    assert hit == budget.Allowance(counted, prompt, 40, 0.01, most)
+    assert line == {"runId": s.run_id, "type": "strict_budget", "turn": 1, "promptCounted": counted,
+                    "promptAssumed": prompt, "leftUsd": 0.01, "maxTokens": 40}
+
+
+def test_free_output_needs_no_bound_but_keeps_the_readers_ceiling():
+    hit, line, s = allowed(strict(0.01, FREE_OUTPUT, strict_max_tokens=40))
+    counted, prompt = counts(s)
+    assert hit == budget.Allowance(counted, prompt, 40, 0.01) and hit.request() == {"max_tokens": 40}
+    assert line["maxTokens"] == 40 and line["leftUsd"] == 0.01
+
+
+def test_a_prompt_that_costs_exactly_the_money_left_is_sent():
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    _, prompt = counts(s)
+    exactly = budget.spent_after(s, FREE_OUTPUT, prompt, 0)
+    hit, _, _ = allowed(strict(exactly, FREE_OUTPUT), s)
+    assert isinstance(hit, budget.Allowance) and hit.max_tokens is None
+
+
+def test_a_refusal_says_what_it_refused_and_the_trace_says_refused():
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    s.own_cost_usd = 0.00045
+    hit, line, _ = allowed(strict(0.0005), s)
+    _, prompt = counts(s)
+    assert hit.interruption == {
+        "type": "max_budget", "strict": True, "prompt_tokens": prompt,
+        "reason": f"refused before paying: the prompt alone ({prompt:,} tokens, "
+                  f"${CHAPTER_PRICES.cost(prompt, 0):.6f}) would cross the budget ($0.000050 of the $0.0005 "
+                  f"budget left)"}
+    assert line == {"runId": s.run_id, "type": "strict_budget", "turn": 1, "promptCounted": counts(s)[0],
+                    "promptAssumed": prompt, "leftUsd": 0.00005, "refused": True}
+    spent = budget.spent_after(s, CHAPTER_PRICES, prompt, 0)  # the prompt fits, not one output token
+    hit, line, _ = allowed(strict(spent), s)
+    assert hit.interruption["prompt_tokens"] == prompt and line["refused"] is True
+    assert hit.interruption["reason"].startswith(f"refused before paying: after the prompt ({prompt:,} tokens) "
+                                                 f"the money left buys no output token ($")
+
+
+@pytest.mark.parametrize("ceiling", [1, 2])
+def test_the_smallest_ceiling_is_one_token(ceiling):
+    budget.check_options(True, 0.05, 0.01, CHAPTER_PRICES, ceiling)
+
+
+def test_a_margin_above_ten_is_refused_saying_what_a_margin_is():
+    budget.check_options(False, budget.MAX_MARGIN, None, CHAPTER_PRICES)
+    with pytest.raises(ValueError) as e:
+        budget.check_options(False, 10.5, None, CHAPTER_PRICES)
+    assert str(e.value) == ("strict_margin must be a finite number of at least 0 and at most 10 (0.05 = count 5 % "
+                            "more prompt tokens than the local tokenizer does), got 10.5")
+
+
+def settled(completion, finish="stop", prompt=100, own=0.001, budget_usd=0.01, max_tokens=20, bought=20,
+            estimated=False, message=None):
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    message = message or {"role": "assistant", "content": "word " * completion}
+    s.messages.append(message)
+    s.per_turn.append({"turn": 1})
+    s.own_cost_usd = own
+    turn = budget_turn(message, prompt, completion, finish, estimated)
+    return budget.settle(s, turn, budget.Allowance(prompt, prompt, max_tokens, budget_usd, bought),
+                         strict(budget_usd)), s
+
+
+def budget_turn(message, prompt, completion, finish, estimated):
+    return Turn(message, prompt, completion, finish, estimated)
+
+
+def test_a_provider_that_ignores_max_tokens_is_told_whether_the_run_went_over():
+    stop, _ = settled(21)
+    assert stop.status == "failed" and stop.error == (
+        "the provider did not honour max_tokens: it was sent max_tokens=20 and billed 21 completion tokens "
+        "($0.001000 spent of the $0.01 budget); the strict budget cannot be kept against this provider")
+    stop, _ = settled(21, own=0.02)
+    assert "billed 21 completion tokens ($0.020000 spent of the $0.01 budget, over it); the strict" in stop.error
+
+
+def test_usage_far_below_what_was_sent_fails_the_run_at_its_edge():
+    """Billed at half this harness's count and 16 tokens more: another tokenizer's, believed. One token
+    fewer, in the prompt and in the reply: wrong, and the run fails saying both."""
+    message = {"role": "assistant", "content": "word " * 200}
+    received = tokens.completion_tokens(message)
+    believed = budget_turn(message, 50, math.ceil((received - 16) / 2), "stop", False)
+    assert budget._underbilled(2 * 50 + 16, believed) is None
+    turn = budget_turn(message, 50, believed.completion_tokens - 1, "stop", False)
+    said = budget._underbilled(2 * 50 + 17, turn)
+    assert said == f"50 prompt tokens for 117 counted here and {turn.completion_tokens:,} completion tokens " \
+                   f"for {received:,} counted here"
+    s = new_run(SYSTEM_PROMPT, TASK, "fake")
+    s.messages.append(message)
+    s.own_cost_usd = 0.001
+    allowance = budget.Allowance(117, 117, None, 0.01)
+    stop = budget.settle(s, turn, allowance, strict(0.01))
+    assert stop.status == "failed" and stop.error == (
+        f"the provider's usage does not count what was sent: it billed {said} ($0.001000 spent of the $0.01 "
+        f"budget); a budget kept on such counts is not kept, so the strict budget cannot be kept against this "
+        f"provider")
+    estimated = budget_turn(message, 50, turn.completion_tokens, "stop", True)  # counted here: nothing to doubt
+    assert budget.settle(s, estimated, allowance, strict(0.01)) is None
+
+
+@pytest.mark.parametrize("completion,hint", [(20, ""), (19, " (fewer than it was sent: if the server has a lower "
+                                                          "output limit of its own, more money will not help)")])
+def test_a_reply_cut_at_the_tokens_bought_says_whether_the_server_cut_sooner(completion, hint):
+    message = {"role": "assistant", "content": "word " * completion}
+    stop, s = settled(completion, "length", prompt=tokens.completion_tokens(message), message=message)
+    assert stop.interruption["reason"] == (f"the reply was cut at the max_tokens the budget bought ({completion} "
+                                           f"of 20 tokens{hint}; $0.001000 spent of the $0.01 budget): paid and "
+                                           f"recorded, not an answer")
+    assert stop.interruption["cutReply"] == message and s.per_turn[-1]["cut"] == "max_tokens"
+
+
+def test_the_margin_needed_reads_only_turns_that_were_allowed():
+    assert budget.margin_for(0, 10) == 0.0 and budget.margin_needed([]) is None
+    events = [{"type": "strict_budget", "turn": 1, "promptCounted": 100, "maxTokens": 5},
+              {"type": "turn", "turn": 1, "prompt_tokens": 110},
+              {"type": "strict_budget", "turn": 2, "promptCounted": 100, "refused": True},
+              {"type": "turn", "turn": 2, "prompt_tokens": 150}]
+    assert budget.margin_needed(events) == pytest.approx(0.1)
