@@ -25,7 +25,7 @@ import sys
 
 import pytest
 
-from harness_lib import cli, dedupe, ledger, policy, stops
+from harness_lib import cli, dedupe, ledger, loop, policy, stops
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
@@ -227,8 +227,8 @@ def test_the_command_line_holds_the_runs_lock_while_the_loop_runs(provider, tmp_
         except RunLockError:
             held.append(True)
         return await real(state, tools, opts)
-    real = cli.run
-    monkeypatch.setattr(cli, "run", watched)
+    real = loop.run
+    monkeypatch.setattr(loop, "run", watched)  # the command line imports it from the loop when a run starts
     common = ["--state-dir", str(tmp_path), "--base-url", provider.base_url, "--json"]
     assert cli.main(["run", "runaway", "--run-id", "r", "--max-turns", "1", *common]) == 0
     assert cli.main(["resume", "r", "--max-turns", "2", *common]) == 0
