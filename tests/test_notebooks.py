@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from output_kinds import kinds
 
 from harness_lib.chapter import common, notebooks, plots
 from harness_lib.chapter import s01_loop as s01
@@ -291,16 +292,6 @@ def test_notebooks_print_no_temporary_paths_or_random_ids():
         assert not re.search(r"chatcmpl-[0-9a-f]{8}", text), path.name
 
 
-def _kinds(outputs) -> list:
-    """What a cell showed, by kind: stream names, MIME types, error names (not the values, which move).
-    Consecutive chunks of one stream count once: how a print is cut into messages is the kernel's timing."""
-    kinds = []
-    for o in outputs:
-        kind = (o.output_type, o.get("name") or o.get("ename") or tuple(sorted(o.get("data", {}))))
-        if not (kinds and kind[0] == "stream" and kinds[-1] == kind):
-            kinds.append(kind)
-    return kinds
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -315,10 +306,10 @@ def test_every_cell_runs_again_alone_after_run_all(path, tmp_path):
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
-        first = {i: _kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+        first = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
         for index in reversed(first):
             client.execute_cell(nb.cells[index], index)  # raises on an error output
-            assert _kinds(nb.cells[index].outputs) == first[index], nb.cells[index].source
+            assert kinds(nb.cells[index].outputs) == first[index], nb.cells[index].source
 
 
 def test_a_build_cell_that_runs_something_is_refused(tmp_path, monkeypatch):

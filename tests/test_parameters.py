@@ -21,6 +21,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from output_kinds import kinds
 
 from harness_lib.chapter import params
 
@@ -75,15 +76,6 @@ def test_every_parameter_is_declared_and_checked_at_the_top(path):
     assert call is not None, "the setup cell checks every parameter: params.check(sNN.PARAMETERS, NAME=NAME, ...)"
     assert [k.arg for k in call.keywords] == list(spec) and all(ast.unparse(k.value) == k.arg for k in call.keywords)
 
-
-def kinds(outputs) -> list:
-    """What a cell showed, by kind (as tests/test_notebooks.py counts them): stream names, MIME types."""
-    seen = []
-    for o in outputs:
-        kind = (o.output_type, o.get("name") or o.get("ename") or tuple(sorted(o.get("data", {}))))
-        if not (seen and kind[0] == "stream" and seen[-1] == kind):
-            seen.append(kind)
-    return seen
 
 
 def refusal(client, nb, at, setup, values) -> str:

@@ -341,6 +341,7 @@ def test_a_failed_check_holds_the_other_cells_until_a_check_passes():
         assert isinstance(shell.run_cell(check).error_in_exec, params.ParameterError)
         held = shell.run_cell("ran = [b for b in BUDGETS]")
         assert isinstance(held.error_in_exec, params.ParameterError) and "ran" not in shell.user_ns
+        assert isinstance(shell.run_cell("BUDGETS == 'a lot'").error_in_exec, params.ParameterError)  # reads it
         assert "got 'a lot'" in str(held.error_in_exec)
         assert shell.run_cell("BUDGETS = (0.01, 0.02)").success  # setting a parameter is never held
         assert isinstance(shell.run_cell("ran = 1").error_in_exec, params.ParameterError)  # until it is checked

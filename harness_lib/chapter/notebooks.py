@@ -97,6 +97,11 @@ def every_notebook() -> list[Path]:
     return paths
 
 
+def timing_line(label: str, seconds: float) -> str:
+    """One step of ``make chapter`` as it prints it: what ran and how long it took."""
+    return f"{label:<32} {seconds:6.1f} s"
+
+
 def execute_all(paths=None, timeout: int = 600, say=None) -> dict[str, float]:
     """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}. ``say``,
     when given, is called with one line per notebook as each one ends."""
@@ -105,14 +110,14 @@ def execute_all(paths=None, timeout: int = 600, say=None) -> dict[str, float]:
     for p in paths:
         times[p.name] = round(execute(p, timeout=timeout), 1)
         if say:
-            say(f"{p.name:<32} {times[p.name]:6.1f} s")
+            say(timing_line(p.name, times[p.name]))
     return times
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     times = execute_all(argv or None, say=lambda line: print(line, flush=True))
-    print(f"{'total':<32} {sum(times.values()):6.1f} s")
+    print(timing_line("total", sum(times.values())))
     return 0
 
 

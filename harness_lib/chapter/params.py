@@ -232,7 +232,7 @@ _HELD: dict = {"message": None, "names": []}
 def _holding(lines: list[str]) -> list[str]:
     message, source = _HELD["message"], "".join(lines)
     if message is None or "params.check(" in source or any(
-            re.search(rf"^\s*{re.escape(n)}\s*=", source, re.M) for n in _HELD["names"]):
+            re.search(rf"^\s*{re.escape(n)}\s*=(?!=)", source, re.M) for n in _HELD["names"]):
         return lines
     return [f"from harness_lib.chapter.params import ParameterError as _E; raise _E({message!r})\n"]
 

@@ -136,7 +136,7 @@ def main(json_out: bool = False, execute: bool = False) -> int:
     timings: dict[str, float] = {}
     measured, done, after = {}, set(), []
     if execute:
-        from .notebooks import every_notebook
+        from .notebooks import every_notebook, timing_line
         every = every_notebook()
         after = [p for p in every if p.name in AFTER_THE_REPORT]
         measured, done = executed_notebooks(timings, [p for p in every if p not in after])
@@ -147,13 +147,13 @@ def main(json_out: bool = False, execute: bool = False) -> int:
         label = "figures recomputed" if not done else "figures no notebook measured"
         timings[label] = time.perf_counter() - t0
         if execute:
-            print(f"{label:<32} {timings[label]:6.1f} s", flush=True)
+            print(timing_line(label, timings[label]), flush=True)
     t0 = time.perf_counter()
     if LOCAL_EXTRA not in done and (local_figures := section_12_live()):  # only with the `local` extra
         measured.update(local_figures)
-        timings["section 12, live local model"] = time.perf_counter() - t0
+        timings[label := "section 12, live local model"] = time.perf_counter() - t0
         if execute:
-            print(f"{'section 12, live local model':<32} {timings['section 12, live local model']:6.1f} s", flush=True)
+            print(timing_line(label, timings[label]), flush=True)
     table = compare(measured)
     line = tally(table)
     timings["total"] = time.perf_counter() - started
