@@ -49,7 +49,13 @@ RETRYABLE = {429, 502, 503, 504}
 MAX_RESPONSE_BYTES = 16 * 2 ** 20
 NO_ENDPOINT = "give a base_url, or a client of your own: client=, any ChatModel (harness_lib.client)"
 LOADING = re.compile(r"loading model|model is loading|is currently loading|still loading", re.I)
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, alone: no UTF-8 writer accepts one
+
+
+def replace_surrogates(text: str) -> tuple[str, int]:
+    """``text`` with each lone surrogate replaced by U+FFFD, and how many there were: the one place a
+    server's text (a reply, a streamed delta, an error message) is made writable."""
+    return SURROGATE.subn("\ufffd", text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,7 +69,7 @@ class ModelError(RuntimeError):
     for a loading model), so nothing is wrong with the run, only with the way to the provider."""
 
     def __init__(self, message: str, status: int | None = None, *, unreachable: bool = False):
-        super().__init__(_SURROGATE.sub("\ufffd", message))
+        super().__init__(replace_surrogates(message)[0])
         self.status = status
         self.unreachable = unreachable
 
@@ -96,15 +102,7 @@ def _error_text(raw: bytes) -> str:
             raise ValueError
     except (ValueError, RecursionError, AttributeError, UnicodeDecodeError):
         text = raw[:200].decode("utf-8", "replace")
-    return _SURROGATE.sub("\ufffd", text)[:300]
-
-
-def check_completion(data) -> dict:
-    """``data`` if it is a chat completion the loop can use, else ``ModelError`` saying what it got.
-    (Kept for callers of the old interface: ``reply.read_reply`` is what the loop uses.)"""
-    from .reply import read_reply
-    read_reply(data, [], None, (), 1)
-    return data
+    return replace_surrogates(text)[0][:300]
 
 
 class ChatModel(Protocol):
@@ -236,7 +234,7 @@ class ModelClient:
                         if isinstance(delta.get("content"), str) and delta["content"]:
                             text.append(delta["content"])
                             if self.on_text:
-                                self.on_text(_SURROGATE.sub("\ufffd", delta["content"]))
+                                self.on_text(replace_surrogates(delta["content"])[0])
                                 self.shown = True
                         for tc in delta.get("tool_calls") or []:
                             i = tc.get("index")

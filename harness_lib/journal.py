@@ -55,15 +55,30 @@ def _encode(value) -> str:
 
 
 class Bound:
-    """One state object's journal in one folder, as this process last saved it."""
+    """One run's journal in one folder, as this process last saved it: what ``state.save`` appends to.
 
-    def __init__(self, state, path: Path, base: str, snapshot_bytes: int, snapshot_id: tuple, scalars: dict):
-        self.owner = weakref.ref(state)
-        self.path, self.base, self.snapshot_id, self.scalars = path, base, snapshot_id, scalars
+    The state carries it, ``RunState.journal`` (never saved, never copied: a copy or a load of a run starts
+    without one, so its first save writes the whole run). ``extends`` says whether it may still be appended
+    to: its file the one asked for, its snapshot still the one this process wrote."""
+
+    def __init__(self, state, path: Path, base: str, snapshot: Path, snapshot_bytes: int, scalars: dict):
+        st = os.stat(snapshot)
+        self.path, self.base, self.scalars = path, base, scalars
+        self.snapshot_id = (st.st_ino, st.st_mtime_ns, st.st_size)
         self.limit = max(snapshot_bytes, MIN_COMPACT)  # bytes of journal after which the run is written whole
         self.fd: int | None = None
         self.seq, self.appended, self.unsynced = 0, 0, False
         self._remember(state)
+
+    def extends(self, path: Path, snapshot: Path) -> bool:
+        """Whether this is the journal at ``path``, of the snapshot on disk at ``snapshot``."""
+        if self.path != path:
+            return False
+        try:
+            st = os.stat(snapshot)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_mtime_ns, st.st_size) == self.snapshot_id
 
     def _remember(self, state):
         self.lists = {name: getattr(state, name) for name in LISTS}
@@ -102,6 +117,7 @@ class Bound:
         if line:
             if fd is None:  # the first line after a compaction: whatever the file held is older, so anew
                 fd = self.fd = files.create_own(self.path, os.O_WRONLY | os.O_APPEND)
+                self._closer = weakref.finalize(self, _close, fd)  # closed with this object, if not before
                 _sync_dir(self.path.parent)
             written = os.write(fd, line)
             if written != len(line):  # only a full disk writes short to a regular file
@@ -115,49 +131,17 @@ class Bound:
             self.unsynced = False
 
     def close(self):
+        """Let go of the file: this binding is done with (``state.save`` binds the next snapshot anew)."""
         if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            self._closer()
             self.fd = None
 
 
-_bound: dict[int, Bound] = {}
-
-
-def bound(state, path: Path, snapshot: Path) -> Bound | None:
-    """This state's journal at ``path``, if its snapshot is still the one this process wrote."""
-    b = _bound.get(id(state))
-    if b is None or b.owner() is not state or b.path != path:
-        return None
+def _close(fd: int) -> None:
     try:
-        st = os.stat(snapshot)
+        os.close(fd)
     except OSError:
-        return None
-    return b if (st.st_ino, st.st_mtime_ns, st.st_size) == b.snapshot_id else None
-
-
-def bind(state, path: Path, base: str, snapshot: Path, snapshot_bytes: int, scalars: dict) -> Bound:
-    forget(state)
-    st = os.stat(snapshot)
-    b = Bound(state, path, base, snapshot_bytes, (st.st_ino, st.st_mtime_ns, st.st_size), scalars)
-    key = id(state)
-    _bound[key] = b
-    weakref.finalize(state, _drop, key, b)
-    return b
-
-
-def _drop(key: int, b: Bound):
-    b.close()
-    if _bound.get(key) is b:
-        del _bound[key]
-
-
-def forget(state) -> None:
-    b = _bound.pop(id(state), None)
-    if b is not None:
-        b.close()
+        pass
 
 
 def digest(snapshot: bytes) -> str:

@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from . import tokens
-from .client import ModelError
+from .client import SURROGATE, ModelError, replace_surrogates
 from .pricing import add
 
 MAX_TOKENS_PLAUSIBLE = 10 ** 12  # more than any context window; a bigger count is a broken reply
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Each leak: what it looks like in the text, and the servers' settings that parse it into tool_calls.
 FIX = ("start the server with its tool-call parser on: vLLM `--enable-auto-tool-choice --tool-call-parser "
@@ -102,11 +101,6 @@ def _fail(data, what: str) -> NoReturn:
     raise ReplyError(f"the provider's reply is not a chat completion: {what}; got {_excerpt(data)}")
 
 
-def _clean(text: str) -> tuple[str, int]:
-    fixed, n = SURROGATE.subn("\ufffd", text)
-    return fixed, n
-
-
 def _read(data, sent, tools, used: set, turn: int) -> Turn:
     if not isinstance(data, dict):
         _fail(data, "not a JSON object")
@@ -126,7 +120,7 @@ def _read(data, sent, tools, used: set, turn: int) -> Turn:
         _fail(data, "the message's content is neither text nor null")
     repaired = 0
     if content is not None:
-        content, repaired = _clean(content)
+        content, repaired = replace_surrogates(content)
     raw_calls = raw.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
         _fail(data, "tool_calls is not a list")
@@ -143,14 +137,14 @@ def _read(data, sent, tools, used: set, turn: int) -> Turn:
             args = tokens.compact(args)  # some servers send the object itself
         elif not isinstance(args, str):
             _fail(data, f"tool call {n}'s arguments are neither text nor an object")
-        args, fixed = _clean(args)
+        args, fixed = replace_surrogates(args)
         try:  # the loop parses arguments later; a nesting it cannot parse must fail here, with a message
             json.loads(args)
         except RecursionError:
             raise ReplyError(f"tool call {n}'s arguments are JSON nested too deeply to read") from None
         except ValueError:
             pass  # malformed arguments are the model's mistake: the tool's error tells it so
-        name, fixed_name = _clean(fn["name"])
+        name, fixed_name = replace_surrogates(fn["name"])
         repaired += fixed + fixed_name
         call_id = c.get("id")
         if not isinstance(call_id, str) or not call_id or call_id in used or SURROGATE.search(call_id):

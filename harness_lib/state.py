@@ -28,6 +28,7 @@ saved before this rule (version 1) is read in the new names (``upgrade``) and sa
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import math
@@ -35,11 +36,12 @@ import os
 import re
 import tempfile
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from . import files, journal, testing
+from . import files, journal, seam
+from .journal import Bound
 from .pricing import add
 
 STATE_VERSION = 2  # 2: records in camelCase (``upgrade`` reads 1); a harness that reads 1 refuses a 2
@@ -74,6 +76,12 @@ class RunState:
     config: dict = field(default_factory=dict)            # the options it was started with (the CLI's)
     instance: str = ""                                    # this run, not another one with the same id
     version: int = STATE_VERSION
+    # Not saved, not copied: the journal this process's saves append to (``save`` binds it when it writes the
+    # run whole). A copy, a pickle or a load of the run starts without one: its first save writes it whole.
+    journal: Bound | None = field(default=None, init=False, repr=False, compare=False, metadata={"saved": False})
+
+    def __getstate__(self) -> dict:  # copy.copy, copy.deepcopy, pickle: another object, not bound to the file
+        return {**self.__dict__, "journal": None}
 
     # -- what can be derived is derived -----------------------------------------------------------
     @property
@@ -98,16 +106,16 @@ class RunState:
         return self.status in CONTINUABLE
 
     def to_dict(self) -> dict:
-        """The fields as the state file names them."""
-        return {_FILE_NAMES.get(k, k): v for k, v in asdict(self).items()}
+        """The fields as the state file names them (copies)."""
+        return copy.deepcopy(_fields(self))
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunState":
-        known = {f.name for f in fields(cls)}
         named = {_ATTRIBUTES.get(k, k): v for k, v in data.items()}
-        return cls(**{k: v for k, v in named.items() if k in known})
+        return cls(**{k: v for k, v in named.items() if k in SAVED})
 
 
+SAVED = tuple(f.name for f in fields(RunState) if f.metadata.get("saved", True))  # the file's fields
 _FILE_NAMES = {"own_cost_usd": "cost_usd"}  # the attribute says whose spend; the file keeps its key
 _ATTRIBUTES = {v: k for k, v in _FILE_NAMES.items()}
 
@@ -223,11 +231,11 @@ def _fields(state: RunState) -> dict:
     """The fields as they are, not copied: ``asdict`` deep-copies the whole transcript first, which cost
     ten times the encoding itself at turn 50 (twice a turn). The values are plain JSON already; the bytes
     written are the same."""
-    return {_FILE_NAMES.get(f.name, f.name): getattr(state, f.name) for f in fields(state)}
+    return {_FILE_NAMES.get(name, name): getattr(state, name) for name in SAVED}
 
 
 # What a journal line may set: attribute -> its key in the file (a line is written in the file's names)
-SCALARS = {f.name: _FILE_NAMES.get(f.name, f.name) for f in fields(RunState) if f.name not in journal.LISTS}
+SCALARS = {name: _FILE_NAMES.get(name, name) for name in SAVED if name not in journal.LISTS}
 
 
 def journal_path(directory: str | Path, run_id: str) -> Path:
@@ -253,14 +261,20 @@ def _write(state: RunState, directory: Path, path: Path) -> tuple[int, str]:
 def _compact(state: RunState, directory: Path, path: Path, final: bool):
     """The whole run into the snapshot, then the journal let go (removed if the run stopped, else emptied
     at its next append): this order leaves, at any kill, a snapshot that holds everything saved so far."""
-    journal.forget(state)
+    _unbind(state)
     directory.mkdir(parents=True, exist_ok=True)
     size, base = _write(state, directory, path)
     jpath = journal_path(directory, state.run_id)
     if final:
         jpath.unlink(missing_ok=True)
     else:
-        journal.bind(state, jpath, base, path, size, SCALARS)
+        state.journal = Bound(state, jpath, base, path, size, SCALARS)
+
+
+def _unbind(state: RunState) -> None:
+    if state.journal is not None:
+        state.journal.close()
+        state.journal = None
 
 
 def save(state: RunState, directory: str | Path, *, sync: bool = True) -> Path:
@@ -272,7 +286,9 @@ def save(state: RunState, directory: str | Path, *, sync: bool = True) -> Path:
     path = state_path(directory, state.run_id)
     final = state.status != "running"
     try:
-        b = None if final else journal.bound(state, journal_path(directory, state.run_id), path)
+        b = None if final else state.journal  # appended to only while its snapshot is the one on disk
+        if b is not None and not b.extends(journal_path(directory, state.run_id), path):
+            b = None
         line = b.delta(state) if b is not None else None
         if b is None or line is None or b.appended + len(line) > b.limit:
             _compact(state, directory, path, final)
@@ -287,7 +303,7 @@ def save(state: RunState, directory: str | Path, *, sync: bool = True) -> Path:
         journal_path(directory, state.run_id).unlink(missing_ok=True)  # all in the snapshot: free its space
         raise DiskFullError(e.errno, f"the disk holding {directory} is full; the run was saved using its "
                                      f"reserve, and must stop") from None
-    testing.crash_seam("save")  # a no-op unless HARNESS_CRASH_AT is set (the crash tests)
+    seam.reached("save")  # the crash seam: a no-op unless a test plugs into it (seam.py)
     return path
 
 

@@ -1,4 +1,4 @@
-"""A fake model to script a run without HTTP, and the crash seam the crash tests kill a process at.
+"""A fake model to script a run without HTTP.
 
 ``FakeModel`` plays, turn after turn, the assistant messages you give it, and bills each with the scripted
 provider's token count (so costs are the chapter's). Hand it to the loop as its client:
@@ -19,23 +19,19 @@ provider's token count (so costs are the chapter's). Hand it to the loop as its 
 the script runs out the model answers "done". ``before(turn)`` is called before each reply: a test can
 press Stop there (cancel the task), or count.
 
-``crash_seam(kind)`` is called by the core at each event boundary (``trace.Trace.emit`` with the event's
-type once its line is written, ``state.save`` with ``"save"`` once the file is in place). It does nothing
-unless the environment variable ``HARNESS_CRASH_AT`` is set, to ``"tool_start:2"`` say: then the process
-SIGKILLs itself right after its 2nd ``tool_start`` line. The crash campaign (``tests/reliability_campaign.py``)
-sets it on the child processes it drives; it lives here, not in the core, because it is a test seam.
-
-This module imports nothing at load time but the standard library (the core imports it for the seam).
+``call`` and ``asks`` are the scripted provider's (``scripted/scripts.py``), one definition for both sides
+of the wire. The crash tests' hook is the core's own, ``harness_lib.seam``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
+import asyncio
 from typing import Any, Callable
 
-__all__ = ["FakeModel", "asks", "call", "crash_seam"]
+from .scripted.scripts import asks, call
+from .tokens import usage
+
+__all__ = ["FakeModel", "asks", "call"]
 
 Message = dict[str, Any]
 
@@ -53,10 +49,6 @@ class FakeModel:
 
     async def complete(self, model: str, messages: list[Message], tools: list[Message] | None = None,
                        **extra: Any) -> dict[str, Any]:
-        import asyncio  # (these two here, not at the top: the core imports this module for its crash seam)
-
-        from .tokens import usage
-
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if self.before is not None:
             self.before(turn)
@@ -67,32 +59,3 @@ class FakeModel:
         return {"choices": [{"index": 0, "message": message,
                              "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
                 "usage": bill}
-
-
-def call(call_id: str, name: str, arguments: str | dict[str, Any] = "{}") -> Message:
-    """One tool call as a model sends it. ``arguments``: a dict (sent as compact JSON) or the raw text,
-    which need not be JSON at all."""
-    args = arguments if isinstance(arguments, str) else json.dumps(arguments, separators=(",", ":"))
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def asks(*calls: Message) -> Message:
-    """An assistant message that calls tools (``content`` null, as the chapter's provider sends it)."""
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
-_seen: dict[str, int] = {}
-
-
-def crash_seam(kind: str) -> None:
-    """SIGKILL this process at the ``n``-th ``kind`` boundary if ``HARNESS_CRASH_AT="kind:n"``; else nothing."""
-    spec = os.environ.get("HARNESS_CRASH_AT")
-    if not spec:
-        return
-    target, _, n = spec.rpartition(":")
-    if not n.isdigit():
-        raise ValueError(f"HARNESS_CRASH_AT={spec!r}: expected KIND:N, such as tool_start:2 or save:3")
-    if target == kind:
-        _seen[kind] = _seen.get(kind, 0) + 1
-        if _seen[kind] == int(n):
-            os.kill(os.getpid(), signal.SIGKILL)

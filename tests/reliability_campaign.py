@@ -9,7 +9,7 @@ Three campaigns, each a real run of the harness, none of their figures typed in 
   ``python -m harness_lib run`` / ``resume`` child processes against a scripted provider in this process,
   and the children are killed with SIGKILL: at every event boundary of the trace (after each turn, tool
   start, tool result, approval, stop, and after each state save: ``HARNESS_CRASH_AT``, see
-  ``harness_lib.testing.crash_seam``) and at random instants. After each kill the state file must load and
+  ``harness_lib.seam``) and at random instants. After each kill the state file must load and
   the trace must read; the run is then continued from disk the way an operator would (``resume``,
   ``resume --approve`` when it is waiting for approval, ``run`` again if it died before its first save)
   until it ends. Each chain is compared with a run that never crashed: same status, turns, tokens, dollars,

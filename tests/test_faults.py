@@ -16,8 +16,9 @@ import pytest
 import reliability_campaign as R
 
 from harness_lib.cli import main
-from harness_lib.client import ModelClient, ModelError, check_completion
+from harness_lib.client import ModelClient, ModelError
 from harness_lib.loop import Options, run
+from harness_lib.reply import read_reply
 from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import new_run
 from harness_lib.trace import Trace
@@ -113,7 +114,7 @@ def test_a_refused_connection_is_retried_then_fails_with_a_reason():
 ])
 def test_a_reply_that_is_not_a_chat_completion_fails_the_run_with_a_reason(reply):
     with pytest.raises(ModelError, match="not a chat completion"):
-        check_completion(reply)
+        read_reply(reply, [], None, (), 1)
 
     class Odd:
         async def complete(self, *args):

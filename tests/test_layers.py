@@ -16,8 +16,9 @@ DRAWING = PKG.parent / "docs" / "developing.md"
 # The harness (the core): the loop and what it is built from. Listed, not globbed, so a new module is a
 # decision about its layer.
 CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "state", "journal", "files", "trace",
-        "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "testing", "resources",
+        "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "seam", "resources",
         "terminal"}
+TESTING = {"testing"}  # a model to script, for tests: imports the core and scripted/, imported by neither
 OPERATING = {"lock", "ledger", "forecast", "local", "local_format"}
 ENTRY = {"cli", "__main__"}  # the command line: at the top, beside the notebooks (`harness-lib chapter` too)
 
@@ -50,7 +51,7 @@ def top(name: str) -> str:
 
 def test_every_module_has_a_layer():
     modules = {p.stem for p in PKG.glob("*.py")} - {"__init__"}
-    unplaced = modules - CORE - OPERATING - ENTRY
+    unplaced = modules - CORE - TESTING - OPERATING - ENTRY
     assert not unplaced, f"give these a layer in tests/test_layers.py: {unplaced}"
 
 
@@ -62,7 +63,7 @@ def drawing() -> str:
 
 
 def test_the_drawing_names_every_module_of_the_core_and_of_operating_a_run():
-    unnamed = sorted(m for m in CORE | OPERATING if not re.search(rf"\b{m}\b", drawing()))
+    unnamed = sorted(m for m in CORE | TESTING | OPERATING if not re.search(rf"\b{m}\b", drawing()))
     assert not unnamed, f"name these in the drawing of the layers in docs/developing.md: {unnamed}"
 
 
@@ -73,6 +74,35 @@ def test_the_core_imports_only_the_core(name):
         pytest.skip(f"{name}.py is gone")
     up = {m for m in imports(path) if top(m) not in CORE}
     assert not up, f"harness_lib/{name}.py imports from a layer above the harness: {sorted(up)}"
+
+
+def test_testing_imports_only_the_core_and_the_scripted_provider():
+    up = {m for m in imports(PKG / "testing.py") if top(m) not in CORE | {"scripted"}}
+    assert not up, f"harness_lib/testing.py imports from a layer above the core: {sorted(up)}"
+
+
+def test_no_module_of_the_package_imports_itself_through_others():
+    """No import cycle (a lazy import counts): each module can be read, and tested, after the ones it uses."""
+    graph = {}
+    for path in PKG.rglob("*.py"):
+        name = ".".join(path.relative_to(PKG).with_suffix("").parts)
+        name = name.removesuffix(".__init__") if name != "__init__" else ""
+        graph[name] = {m for m in imports(path) if m != name}
+    graph = {n: {m if m in graph else m.rsplit(".", 1)[0] for m in deps} & graph.keys() for n, deps in graph.items()}
+    done, cycles = set(), []
+
+    def visit(node, path):
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for dep in sorted(graph[node]):
+            visit(dep, path + [node])
+        done.add(node)
+    for node in sorted(graph):
+        visit(node, [])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
 @pytest.mark.parametrize("name", sorted(OPERATING))

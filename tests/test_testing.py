@@ -1,14 +1,7 @@
-"""``harness_lib.testing``: the fake model does what its docstring says, and the crash seam kills only when
-asked, at the boundary asked for."""
+"""``harness_lib.testing``: the fake model does what its docstring says."""
 
 import asyncio
 import doctest
-import os
-import signal
-import subprocess
-import sys
-
-import pytest
 
 from harness_lib import testing
 from harness_lib.loop import Options, run
@@ -46,33 +39,3 @@ def test_call_keeps_raw_arguments_and_compacts_a_dict():
     assert call("c1", "read_file", {"path": "a b"})["function"]["arguments"] == '{"path":"a b"}'
     assert asks(call("c1", "x")) == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]}
-
-
-SEAM = "from harness_lib.testing import crash_seam\nfor k in ['turn', 'save', 'turn', 'turn']:\n" \
-       "    print(k, flush=True)\n    crash_seam(k)\nprint('end')"
-
-
-def seam(env_value):
-    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CRASH_AT"}
-    if env_value is not None:
-        env["HARNESS_CRASH_AT"] = env_value
-    return subprocess.run([sys.executable, "-c", SEAM], env=env, capture_output=True, text=True, timeout=60)
-
-
-def test_the_crash_seam_does_nothing_unless_asked():
-    r = seam(None)
-    assert (r.returncode, r.stdout.split()) == (0, ["turn", "save", "turn", "turn", "end"])
-
-
-@pytest.mark.parametrize("spec, printed", [("turn:2", ["turn", "save", "turn"]), ("save:1", ["turn", "save"]),
-                                           ("turn:4", ["turn", "save", "turn", "turn", "end"])])
-def test_the_crash_seam_kills_at_the_nth_boundary_of_its_kind(spec, printed):
-    r = seam(spec)
-    assert r.stdout.split() == printed
-    assert r.returncode == (0 if printed[-1] == "end" else -signal.SIGKILL)
-
-
-def test_a_malformed_crash_spec_is_an_error_not_a_silent_no_op(monkeypatch):
-    monkeypatch.setenv("HARNESS_CRASH_AT", "turn")
-    with pytest.raises(ValueError, match="expected KIND:N"):
-        testing.crash_seam("turn")

@@ -22,8 +22,11 @@ from ..tokens import compact
 Script = Callable[[int, str], dict]
 
 
-def call(call_id: str, name: str, args: dict) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": compact(args)}}
+def call(call_id: str, name: str, args: str | dict = "{}") -> dict:
+    """One tool call as a model sends it. ``args``: a dict (sent as compact JSON, ``tokens.compact``) or the
+    raw text, which need not be JSON at all."""
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": args if isinstance(args, str) else compact(args)}}
 
 
 def asks(*calls: dict) -> dict:
