@@ -51,8 +51,8 @@ def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=No
     """Raise ``ValueError`` (at ``Options(...)``, before any run) for a strict budget that could not act."""
     if not isinstance(strict, bool):
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
-    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
-        raise ValueError(f"strict_max_tokens must be a whole number of at least 1 (or None), got {ceiling!r}")
+    if ceiling is not None:
+        numbers.check_whole("strict_max_tokens", ceiling, least=1, hint=" (or None)")
     numbers.check("strict_margin", margin, at_most=MAX_MARGIN,
                   hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
     if not strict:

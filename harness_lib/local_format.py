@@ -39,6 +39,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import numbers
+
 FORMAT = "harness-chatml"        # the name it is registered under (the server's --chat_format)
 MAX_ARGUMENT_TOKENS = 64         # one tool call's arguments (the workspace's are a path or a pattern)
 MAX_TEXT_TOKENS = 256            # an answer, when the request sets no max_tokens
@@ -134,8 +136,7 @@ class HarnessChat:
     reply makes each call follow the result of the one before."""
 
     def __init__(self, prompt_log: str | Path | None = None, max_calls: int = MAX_CALLS):
-        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
-            raise ValueError(f"max_calls must be a whole number of at least 1, got {max_calls!r}")
+        numbers.check_whole("max_calls", max_calls, least=1)
         self.prompt_log = Path(prompt_log) if prompt_log else None
         self.max_calls = max_calls
 

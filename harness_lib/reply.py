@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from . import tokens
+from . import numbers, tokens
 from .client import SURROGATE, ModelError, replace_surrogates
 from .pricing import add
 
@@ -212,7 +212,7 @@ def _usage(data: dict, message: dict, sent: list[dict], tools) -> tuple[int, int
             continue
         if isinstance(n, float) and n.is_integer() and abs(n) <= MAX_TOKENS_PLAUSIBLE:
             n = int(n)
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_TOKENS_PLAUSIBLE:
+        if not numbers.whole(n, most=MAX_TOKENS_PLAUSIBLE):
             _fail(data, f"usage.{key} is {_excerpt(n)[:40]}, not a token count between 0 and 10^12")
         counts.append(n)
     return counts[0], counts[1], estimated

@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import errno
 import json
-import math
 import os
 import re
 import tempfile
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from . import files, journal, seam
+from . import files, journal, numbers, seam
 from .journal import Bound
 from .pricing import add
 
@@ -369,12 +368,12 @@ _BIG = 10 ** 15  # more tokens than any run could pay for; keeps every sum a pla
 
 
 def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _BIG
+    return numbers.whole(v, most=_BIG - 1)
 
 
 def _money(v) -> bool:
     # (a reply may claim 10^12 tokens, at up to $0.01 a token: a run the budget stopped must still load)
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < _BIG
+    return numbers.finite(v) and 0 <= v < _BIG
 
 
 def _text(v, optional=False) -> bool:

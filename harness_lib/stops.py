@@ -66,9 +66,7 @@ def _named(check, name: str):
 
 
 def _count(what: str, n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be a whole number of at least 1, got {n!r}")
-    return n
+    return numbers.check_whole(what, n, least=1)
 
 
 def _usd(what: str, usd) -> float:

@@ -19,12 +19,14 @@ Whatever the script, after every call of ``run``:
 import asyncio
 import builtins
 import math
+import re
 import tempfile
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from harness_lib import numbers
 from harness_lib.loop import Options, run
 from harness_lib.numbers import MAX_USD
 from harness_lib.pricing import CHAPTER_PRICES
@@ -276,3 +278,18 @@ def test_limits_that_make_no_sense_are_rejected_up_front(value):
         except ValueError:
             accepted = False
         assert accepted == ok, (name, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=True, allow_infinity=True),
+                 st.text(max_size=3)), st.integers(0, 2), st.one_of(st.none(), st.integers(0, 65535)))
+def test_a_whole_number_is_an_int_within_its_bounds_and_nothing_else(value, least, most):
+    """numbers.whole, the one check every count goes through (a cap, retries, a port, tokens)."""
+    ok = type(value) is int and value >= least and (most is None or value <= most)
+    assert numbers.whole(value, least, most) == ok
+    if ok:
+        assert numbers.check_whole("n", value, least=least, most=most) == value
+    else:
+        bounds = f"of at least {least}" if most is None else f"from {least} to {most}"
+        with pytest.raises(ValueError, match=re.escape(f"n must be a whole number {bounds}, got {value!r}")):
+            numbers.check_whole("n", value, least=least, most=most)
