@@ -42,17 +42,16 @@ from typing import Any, Callable
 
 from . import budget, dedupe, policy
 from .client import ChatModel, ModelError
-from .dedupe import DEDUPE, signature
+from .dedupe import signature
 from .options import Options
-from .policy import GENERIC_ERROR, POLICIES, describe, error_text
+from .policy import describe, error_text
 from .reply import ask, record
 from .state import RunState, Status, pending, save
 from .stops import Stop, first_stop
 from .tools import Tool, ToolContext, is_permanent
 from .trace import HookError, Trace
 
-__all__ = ["Options", "run", "Call", "UNKNOWN_OUTCOME", "DEDUPE", "POLICIES", "GENERIC_ERROR", "signature",
-           "describe", "error_text", "Status"]
+__all__ = ["run", "Call", "UNKNOWN_OUTCOME"]  # what is defined here (Options is options.py's, the rest their modules')
 
 UNKNOWN_OUTCOME = ("Error: this call was started before the harness stopped, and whether it took effect is "
                    "unknown. It was not run again; check its effect before asking for it again.")
