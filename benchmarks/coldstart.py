@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def export(ref: str, into: Path):
-    # The data lives in harness_lib/data/; a tree from before that move keeps it in a top-level data/.
+    # The data is at the top, data/ (harness_lib/data/ for a while, archived with the package then).
     old_data = subprocess.run(["git", "ls-tree", "--name-only", ref, "data"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
     archive = subprocess.run(["git", "archive", ref, "harness_lib", *(["data"] if old_data else [])], cwd=ROOT,

@@ -56,7 +56,7 @@ class Workspace:
     @classmethod
     def copy_of(cls, source: str | Path | None = None, into: str | Path | None = None) -> "Workspace":
         """A fresh copy of ``source`` (default: the package's ``data/workspace``) in a new temporary folder
-        (or in ``into``), so no run touches the package's data. A temporary folder is removed with the
+        (or in ``into``), so no run touches the project's data. A temporary folder is removed with the
         workspace object (or at exit) unless ``keep()`` is called."""
         source = data_path("workspace") if source is None else source
         parent = Path(into) if into else Path(tempfile.mkdtemp(prefix="harness-ws-"))

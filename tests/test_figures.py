@@ -119,7 +119,7 @@ def test_cancellation(url):
     scans = go(s09.cancellation(url))
     table, m = scans.table, scans.measured
     # The chapter's own times (a tick every 500 ms, a 3 s scan): the figures themselves, so absolute, a little
-    # wider than the chapter's tolerance (harness_lib/data/chapter_figures.csv); a sleep is never early, only late.
+    # wider than the chapter's tolerance (data/chapter_figures.csv); a sleep is never early, only late.
     assert 450 <= m["cancel.progress1"] <= 600 and 950 <= m["cancel.progress2"] <= 1100
     assert 2950 <= m["cancel.full"] <= 3300 and m["cancel.full_status"] == "completed"
     assert (m["cancel.stop_status"], m["cancel.reason"]) == ("interrupted", "user pressed Stop")

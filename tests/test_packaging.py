@@ -115,11 +115,12 @@ def test_python_pin_meets_requires_python(pyproject, environment):
     assert spec.contains(conda["python"] + ".0")
 
 
-# -- the package's data, through harness_lib.resources ---------------------------------------------------
+# -- the project's data, through harness_lib.resources ---------------------------------------------------
 
-def test_the_data_is_found_inside_the_package():
-    package = ROOT / "harness_lib"
-    assert data_path() == (package / "data").resolve()
+def test_the_data_is_found_at_the_top_of_the_source_tree():
+    """data/ beside harness_lib/, notebooks/ and tests/, as the design card has it (a wheel carries it inside)."""
+    assert not (ROOT / "harness_lib" / "data").exists()
+    assert data_path() == (ROOT / "data").resolve()
     assert DATA_WORKSPACE == data_path("workspace") and DATA_WORKSPACE.is_dir()
     assert sorted(p.name for p in DATA_WORKSPACE.iterdir()) == ["access.log", "errors.log", "notes.txt"]
     assert data_path("chapter_figures.csv").read_text().startswith("section,id,figure,")
@@ -127,13 +128,28 @@ def test_the_data_is_found_inside_the_package():
 
 @pytest.mark.parametrize("parts", [("..",), ("workspace", "..", "..", "loop.py"), ("/etc/passwd",), ("",), (None,)])
 def test_a_name_that_leaves_the_data_folder_is_refused(parts):
-    with pytest.raises(ValueError, match="not a name inside harness_lib/data"):
+    with pytest.raises(ValueError, match="not a name inside the data folder"):
         data_path(*parts)
 
 
 def test_a_missing_data_file_names_itself_and_the_fix():
-    with pytest.raises(FileNotFoundError, match=r"harness_lib/data/workspace/nope\.txt is missing .*reinstall"):
+    with pytest.raises(FileNotFoundError, match=r"^data/workspace/nope\.txt is missing from the project at "
+                                                 r".*: restore it \(git checkout -- data\)$"):
         data_path("workspace", "nope.txt")
+
+
+def test_the_editable_install_finds_the_data_from_any_folder(tmp_path):
+    """The test environment's own install (make's `pip install -e`): run from a folder outside the project,
+    harness_lib is this tree's and its data this tree's data/."""
+    code = ("import json, harness_lib\nfrom harness_lib.resources import data_path\n"
+            "print(json.dumps([harness_lib.__file__, str(data_path('workspace', 'errors.log'))]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    package, errors_log = json.loads(done.stdout)
+    assert Path(package) == ROOT / "harness_lib" / "__init__.py"
+    assert Path(errors_log) == ROOT / "data" / "workspace" / "errors.log"
 
 
 def test_a_package_imported_from_a_zip_says_why_it_has_no_data_path(tmp_path):
@@ -195,7 +211,7 @@ def _data_files(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built offline from a copy of the source (pyproject.toml, README.md, harness_lib/), so the
+    """The wheel, built offline from a copy of the source (pyproject.toml, README.md, harness_lib/, data/), so the
     build's ``build/`` and ``*.egg-info`` never land in the repository. ``--no-build-isolation``: the
     backend is the setuptools of the test extra, already installed, so nothing is downloaded."""
     where = tmp_path_factory.mktemp("wheel")
@@ -203,8 +219,8 @@ def wheel(tmp_path_factory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "harness_lib", source / "harness_lib",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("harness_lib", "data"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                             "--wheel-dir", str(where / "dist"), str(source)],
                            capture_output=True, text=True, timeout=300)
@@ -218,7 +234,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_every_data_file_and_no_project_folder(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     in_wheel = sorted(n.removeprefix("harness_lib/data/") for n in names if n.startswith("harness_lib/data/"))
-    assert in_wheel == _data_files(ROOT / "harness_lib" / "data")
+    assert in_wheel == _data_files(ROOT / "data")  # data/, mapped into the package at build time
     assert "harness_lib/resources.py" in names and "harness_lib/scripted/server.py" in names
     assert "harness_lib/chapter/s01_loop.py" in names
     assert not [n for n in names if n.split("/")[0] in ("data", "tests", "notebooks", "reports", "benchmarks")]

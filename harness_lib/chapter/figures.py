@@ -1,4 +1,4 @@
-"""The chapter's published figures (harness_lib/data/chapter_figures.csv) and the comparison with ours.
+"""The chapter's published figures (data/chapter_figures.csv) and the comparison with ours.
 
 Each figure has a kind, and the kind says what "match" means:
 
@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..resources import data_path
 
-DATA = data_path()  # the package's data folder: the chapter's figures, its trace, its local-model table
+DATA = data_path()  # the project's data folder: the chapter's figures, its trace, its local-model table
 EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducible here", "DIFFERS"
 NO_FIGURE = "the chapter has no figure for this value"
 COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
@@ -114,7 +114,7 @@ def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
     figures = chapter_figures()
     unknown = [k for k in measured if not is_label(k) and k not in set(figures["id"])]
     if unknown:
-        raise KeyError(f"not figure ids in harness_lib/data/chapter_figures.csv: {', '.join(unknown)}")
+        raise KeyError(f"not figure ids in data/chapter_figures.csv: {', '.join(unknown)}")
     rows = []
     for f in figures.itertuples():
         if section and f.section != section:

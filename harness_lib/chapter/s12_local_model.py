@@ -291,7 +291,7 @@ def recorded_builtin_format() -> pd.DataFrame:
 
 def record_builtin_format(max_turns: int = MAX_TURNS) -> pd.DataFrame:
     """Run the six tasks on the local model with llama-cpp-python's own format and write the table to
-    ``harness_lib/data/`` (needs the ``local`` extra; a few minutes). The notebook only reads it."""
+    ``data/`` (needs the ``local`` extra; a few minutes). The notebook only reads it."""
     with LocalModel(chat_format=local.BUILTIN_FORMAT) as lm:
         table = asyncio.run(run_tasks(lm.base_url, lm.model, max_turns=max_turns, server=lm))
     table[["task", "turns", "tool_runs", "status", "calls", "answer"]].to_csv(DATA / BEFORE_CSV, index=False)
