@@ -2,9 +2,11 @@
 journal's valid lines; what a crash, a full disk or an editor leaves is either read exactly or refused."""
 
 import asyncio
+import copy
 import errno
 import json
 import os
+import pickle
 import shutil
 import zlib
 
@@ -296,6 +298,27 @@ def test_two_owners_of_one_run(mid_run):
     a.messages.append({"role": "user", "content": "a2"})
     save(a, d)  # a's journal belongs to a snapshot that b replaced: a rewrites the run whole
     assert load(d, "r").to_dict() == a.to_dict()
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_copy_of_a_bound_state_is_not_bound_to_its_journal(mid_run, how):
+    """The binding is the state's own (RunState.journal): a copy starts without one, so its first save writes
+    the run whole, and the original, its snapshot replaced, writes whole too; the file is the last saver's run.
+    A copy that kept the binding would append to the same journal under the same line numbers."""
+    d, _ = mid_run
+    state = load(d, "r")
+    save(state, d)
+    state.messages.append({"role": "user", "content": "one"})
+    save(state, d)
+    assert state.journal is not None and state.journal.seq == 1
+    twin = {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": lambda s: pickle.loads(pickle.dumps(s))}[how](state)
+    assert twin.journal is None and twin == state
+    twin.messages = [*twin.messages, {"role": "user", "content": "two"}]
+    save(twin, d)
+    assert load(d, "r").to_dict() == twin.to_dict() and twin.journal.seq == 0
+    state.messages.append({"role": "user", "content": "three"})
+    save(state, d)
+    assert load(d, "r").to_dict() == state.to_dict()
 
 
 def test_a_list_edited_in_place_is_written_whole(mid_run):
