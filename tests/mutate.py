@@ -10,7 +10,7 @@ either it changes nothing a caller can see (it is equivalent), or no test looks 
 exits 1 if a survivor is missing from the page (a new one: look at it, then kill it with a test or say why it
 is equivalent), or if the page lists one that no longer survives (a test kills it now: take it off).
 
-Each module runs in a folder of its own, ``mutants/<module>/``: links to harness_lib/ and tests/, and a
+Each module runs in a folder of its own, ``mutants/<module>/``: links to harness_lib/, tests/ and data/, and a
 pyproject.toml with this file's mutmut settings. Its results are kept there: a second run re-tests only the
 functions whose code changed since (``rm -rf mutants`` starts afresh). Another helper's change to a file
 under test shows up as survivors to look at, not as a silent pass.
@@ -57,6 +57,7 @@ HEAVY = ["tests/test_strict_budget.py::test_cli_strict_budget",
 SETTINGS = """
 [tool.mutmut]
 source_paths = ["harness_lib/"]
+also_copy = ["data/"]  # the workspace and the chapter's tables, beside the package (harness_lib.resources)
 only_mutate = ["harness_lib/{module}.py"]
 # The words of a raised error: a test that reads them matches a phrase, and no rule depends on them.
 do_not_mutate_patterns = ['^\\s*raise ']
@@ -70,7 +71,7 @@ def prepare(module: str) -> tuple[Path, bool]:
     """The module's folder, and whether its settings are new (then mutmut tests every mutant afresh)."""
     folder = WORK / module
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("harness_lib", "tests"):
+    for name in ("harness_lib", "tests", "data"):
         if not (folder / name).exists():
             (folder / name).symlink_to(ROOT / name)
     own = re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[|\Z)", "", (ROOT / "pyproject.toml").read_text())
