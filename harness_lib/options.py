@@ -51,16 +51,17 @@ class Limits:
 @dataclass(frozen=True)
 class Options:
     """What the loop does (limits, policies, where it saves), and how to reach the model: either a
-    ``client`` of the reader's (any ``ChatModel``), or the transport settings below, which build one."""
-    base_url: str | None = None
+    ``client`` of the reader's (any ``ChatModel``), or the transport settings below, which build one. Fixed
+    once made: ``dataclasses.replace(opts, max_turns=100)`` is a changed copy, checked as this one was."""
+    base_url: str | None = Transport.base_url  # the endpoint; this, api_key and the block below: the transport
     api_key: str = Transport.api_key
-    # -- the run's limits (Limits) --
-    max_turns: int | None = None
-    max_budget_usd: float | None = None
-    strict_budget: bool = False
-    strict_margin: float = 0.0
-    strict_max_tokens: int | None = None
-    stops: Sequence[StopCondition] = ()
+    # -- the run's limits (Limits, whose defaults these are) --
+    max_turns: int | None = Limits.max_turns
+    max_budget_usd: float | None = Limits.max_budget_usd
+    strict_budget: bool = Limits.strict_budget
+    strict_margin: float = Limits.strict_margin
+    strict_max_tokens: int | None = Limits.strict_max_tokens
+    stops: Sequence[StopCondition] = Limits.stops
     # -- the policies, where the run is saved, what it tells the reader --
     tool_errors: Policy = "descriptive"   # policy.py: what a failed tool call tells the model
     dedupe: Dedupe = "off"                # dedupe.py: which repeats the cache may answer
@@ -76,7 +77,7 @@ class Options:
     load_wait_s: float = Transport.load_wait_s
     max_response_bytes: int = Transport.max_response_bytes
     stream: bool = Transport.stream
-    on_text: Callable[[str], None] | None = None
+    on_text: Callable[[str], None] | None = Transport.on_text
     # -- derived, when made: the limits the loop reads, and the transport it connects with --
     limits: Limits = field(init=False, repr=False, compare=False)
     transport: Transport = field(init=False, repr=False, compare=False)
@@ -94,7 +95,8 @@ class Options:
         if self.max_budget_usd is not None and not self.pricing.known:
             raise ValueError("a budget in dollars needs a price: give the prices per million tokens "
                              "(Pricing.per_million, --price-in / --price-out), or cap the turns instead")
-        limits = Limits(self.max_turns, self.max_budget_usd, self.stops, self.strict_budget, self.strict_margin,
-                        self.strict_max_tokens)
+        limits = Limits(max_turns=self.max_turns, max_budget_usd=self.max_budget_usd, stops=self.stops,
+                        strict_budget=self.strict_budget, strict_margin=self.strict_margin,
+                        strict_max_tokens=self.strict_max_tokens)
         object.__setattr__(self, "limits", limits)
         object.__setattr__(self, "stops", limits.stops)  # the tuple the limits hold: a list given stays the reader's

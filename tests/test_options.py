@@ -95,13 +95,17 @@ def test_the_limits_are_apart_from_the_transport():
     assert not {f.name for f in dataclasses.fields(Limits)} & {f.name for f in dataclasses.fields(Transport)}
 
 
-def test_every_transport_setting_is_transports_with_transports_default():
-    """Options take the transport's settings by Transport's names, and each default is Transport's: one home."""
-    for f in dataclasses.fields(Transport):
-        mine = next((g for g in dataclasses.fields(Options) if g.name == f.name), None)
-        assert mine is not None, f"Options has no {f.name}"
-        assert mine.default == f.default, f"Options.{f.name} defaults to {mine.default!r}, Transport's to {f.default!r}"
+@pytest.mark.parametrize("part", [Limits, Transport])
+def test_every_limit_and_transport_setting_is_theirs_with_their_default(part):
+    """Options take the limits' and the transport's settings by their names, and each default is theirs: one home."""
+    mine = {f.name: f for f in dataclasses.fields(Options)}
+    for f in dataclasses.fields(part):
+        if f.init:
+            assert f.name in mine, f"Options has no {f.name}"
+            assert mine[f.name].default == f.default, \
+                f"Options.{f.name} defaults to {mine[f.name].default!r}, {part.__name__}'s to {f.default!r}"
     assert Options(base_url=URL).transport == Transport(base_url=URL)
+    assert Options(base_url=URL).limits == Limits()
 
 
 def test_a_list_of_stops_edited_after_construction_changes_nothing():
