@@ -47,19 +47,23 @@ from .stops import Stop
 MAX_MARGIN = 10.0  # count at most 11 times the local tokenizer's prompt (Japanese on cl100k needed 0.342)
 
 
-def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=None) -> None:
-    """Raise ``ValueError`` (at ``Options(...)``, before any run) for a strict budget that could not act."""
+def check_strict(strict: bool, margin, budget_usd, ceiling=None) -> None:
+    """Raise ``ValueError`` (at ``Limits(...)``, before any run) for strict-budget settings that could not act."""
     if not isinstance(strict, bool):
         raise ValueError(f"strict_budget must be True or False, got {strict!r}")
     if ceiling is not None:
         numbers.check_whole("strict_max_tokens", ceiling, least=1, hint=" (or None)")
     numbers.check("strict_margin", margin, at_most=MAX_MARGIN,
                   hint=" (0.05 = count 5 % more prompt tokens than the local tokenizer does)")
-    if not strict:
-        return
-    if budget_usd is None:
+    if strict and budget_usd is None:
         raise ValueError("strict_budget needs a budget: give max_budget_usd (--budget USD)")
-    if not pricing.known:
+
+
+def check_options(strict: bool, margin, budget_usd, pricing: Pricing, ceiling=None) -> None:
+    """``check_strict``, and the price a strict budget needs to turn dollars into tokens. (``Options`` asks
+    every budget for a price before its ``Limits`` are made.)"""
+    check_strict(strict, margin, budget_usd, ceiling)
+    if strict and not pricing.known:
         raise ValueError("strict_budget needs a known price to turn the budget into tokens: give the prices per "
                          "million tokens (Pricing.per_million, --price-in / --price-out)")
 
@@ -115,9 +119,11 @@ def _refuse(reason: str, **fields) -> Stop:
 
 def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
     """Before a model call: the call's ``Allowance``, or the ``Stop`` that refuses it. ``opts``: the run's
-    ``Options`` (``max_budget_usd``, ``pricing``, ``strict_margin``, and ``strict_max_tokens``, a ceiling
-    on the output asked for: servers refuse a max_tokens above the model's limit, vLLM and OpenAI with a 400)."""
-    budget, pricing, margin, ceiling = opts.max_budget_usd, opts.pricing, opts.strict_margin, opts.strict_max_tokens
+    ``Options``: its ``pricing`` and ``limits`` (``max_budget_usd``, ``strict_margin``, and ``strict_max_tokens``,
+    a ceiling on the output asked for: servers refuse a max_tokens above the model's limit, vLLM and OpenAI
+    with a 400)."""
+    limits, pricing = opts.limits, opts.pricing
+    budget, margin, ceiling = limits.max_budget_usd, limits.strict_margin, limits.strict_max_tokens
     counted = tokens.prompt_tokens(state.messages, schemas)
     prompt = math.ceil(counted * (1 + margin))
     left = add(budget, -state.total_cost_usd)
@@ -140,7 +146,7 @@ def allow(state, schemas: list[dict], opts, trace) -> Allowance | Stop:
 
 def settle(state, turn, allowed: Allowance, opts) -> Stop | None:
     """After the reply, once it is recorded (paid): the stop the turn calls for, if any."""
-    budget = opts.max_budget_usd
+    budget = opts.limits.max_budget_usd
     over = state.total_cost_usd > budget
     spent = f"${dollars(state.total_cost_usd)} spent of the ${budget:g} budget"
     if allowed.max_tokens is not None and turn.completion_tokens > allowed.max_tokens:

@@ -6,7 +6,7 @@
 
 Each iteration does three things, in this order:
 
-1. check the stop conditions (turn cap, budget, a reader's own), before anything is paid for;
+1. check the stop conditions (``opts.limits``: turn cap, budget, a reader's own), before anything is paid for;
 2. drain the pending tool calls (the ones the transcript asked for and has no answer to), so that a
    resumed or approved run continues exactly where it stopped and never pays for a turn twice, and go
    back to 1;
@@ -194,14 +194,14 @@ async def run(state: RunState, tools: list[Tool], opts: Options) -> RunState:
             if last.get("role") == "assistant" and not last.get("tool_calls"):
                 state.output = last.get("content") or ""           # answered (before a crash, perhaps)
                 return books.stop("completed")
-            if (hit := first_stop(opts.conditions, state)) is not None:  # 1. stop before paying
+            if (hit := first_stop(opts.limits.conditions, state)) is not None:  # 1. stop before paying
                 return books.stop(hit.status, hit.interruption, hit.error)
             if calls := pending(state):                            # 2. drain what is owed,
                 for call in calls:
                     if (hit := await execute(Call.parse(call))) is not None:
                         return books.stop(hit.status, hit.interruption)
                 continue                                           #    then check again
-            allowed = budget.allow(state, schemas, opts, trace) if opts.strict_budget else None  # priced first
+            allowed = budget.allow(state, schemas, opts, trace) if opts.limits.strict_budget else None  # priced first
             if isinstance(allowed, Stop):
                 return books.stop(allowed.status, allowed.interruption)
             turn = await ask(client, state, schemas, **(allowed.request() if allowed else {}))  # 3. ask,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import numbers
 from .dedupe import signature  # the same call, as the dedupe cache sees it
@@ -89,7 +89,7 @@ def check_conditions(conditions) -> list[StopCondition]:
     return conditions
 
 
-def first_stop(conditions: list[StopCondition], state: RunState) -> Stop | None:
+def first_stop(conditions: Sequence[StopCondition], state: RunState) -> Stop | None:
     """The first condition that fires, in order. A condition that raises or answers something other than
     None or a Stop ends the run as failed, with an error naming it."""
     for condition in conditions:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .client import ModelClient
+from .client import ModelClient, Transport
 from .loop import Options, run
 from .pricing import CHAPTER_PRICES, Pricing
 from .state import new_run
@@ -21,7 +21,7 @@ RESEARCH_SYSTEM = ("You are a research assistant. "
 
 
 def research_tool(child_tools: list[Tool], base_url: str, model: str = "plan", *, max_turns: int = 6,
-                  max_budget_usd: float = 0.05, api_key: str = "not-needed",
+                  max_budget_usd: float = 0.05, api_key: str = Transport.api_key,
                   pricing: Pricing = CHAPTER_PRICES) -> Tool:
     """The child asks its model through the parent's client (``ctx.client``: one connection, one set of
     retries for the whole tree; its streamed text is not shown: the child's answer is the parent's tool
