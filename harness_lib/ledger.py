@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import files
+from .config import read as read_config
 from .pricing import dollars
 from .state import RunState, state_path
 from .terminal import visible
@@ -83,10 +84,11 @@ def bind(state_dir: str | Path, state: RunState) -> None:
            **_binding(state))
 
 
-def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict], given: str | None = None,
-          saved_options: bool = True) -> None:
+def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict] = read_config,
+          given: str | None = None, saved_options: bool = True) -> None:
     """Refuse (``LedgerError``) a state file that disagrees with the run's ledger. ``normal`` puts a saved
-    configuration in its current form; ``given`` is the call this very command approves; ``saved_options``:
+    configuration in its current form (``config.read``: today's names, every option); ``given`` is the call
+    this very command approves; ``saved_options``:
     the file held options of its own (the command line saves them with every run it makes; a run made
     in-process has none). The one case it
     mends instead: options the ledger recorded that the state file never got (``resume`` recorded a change

@@ -18,7 +18,7 @@ DRAWING = PKG.parent / "docs" / "developing.md"
 CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "state", "journal", "files", "trace",
         "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "testing", "resources",
         "terminal"}
-OPERATING = {"lock", "ledger", "forecast", "local", "local_format"}
+OPERATING = {"runs", "config", "lock", "ledger", "forecast", "local", "local_format"}
 ENTRY = {"cli", "__main__"}  # the command line: at the top, beside the notebooks (`harness-lib chapter` too)
 
 
