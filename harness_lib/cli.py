@@ -309,17 +309,16 @@ def _say(line: str) -> None:
 class _Show:
     """How this process shows a run as it goes (``runs``' ``view``): retries and waits always, with --stream
     the steps and the model's text (escaped, every line marked), and with --show-prompt the local model's
-    prompts. ``heard``: the signals the run was stopped by, for the exit code."""
+    prompts (``prompts``). ``heard``: the signals the run was stopped by, for the exit code."""
 
-    def __init__(self, args):
-        self.args, self.heard = args, []
+    def __init__(self, args, prompts=None):
+        self.args, self.prompts, self.heard = args, prompts, []
         self.quoted = Quoted(sys.stderr if args.json else sys.stdout)
         self.stream = False
 
     def view(self, cfg: dict, run_id: str):
         self.stream = cfg["stream"]
-        return _Visible(cfg["stream"], self.quoted.fresh_line, run_id, getattr(self.args, "prompts", None)), \
-            self.quoted
+        return _Visible(cfg["stream"], self.quoted.fresh_line, run_id, self.prompts), self.quoted
 
     def watch(self, stop: GracefulStop):
         return _on_signals(stop, self.heard)
@@ -338,11 +337,13 @@ def _given(args) -> dict:
     return {name: getattr(args, name) for name in config.SAVED if hasattr(args, name)}
 
 
-def cmd_run(args) -> int:
+def cmd_run(args, lm=None) -> int:
+    """``run``; ``lm``: the local model started for it (--local-model), its endpoint and its model."""
     import asyncio
-    base_url = args.base_url or os.environ.get("LLM_BASE_URL") or None  # the environment seam, flags winning
-    model = args.model or (os.environ.get("LLM_MODEL") if base_url else None) or None
-    show = _Show(args)
+    # The environment seam, flags winning: LLM_BASE_URL, LLM_MODEL (LLM_API_KEY: _Show.how).
+    base_url = lm.base_url if lm else args.base_url or os.environ.get("LLM_BASE_URL") or None
+    model = args.model or (lm.model if lm else None) or (os.environ.get("LLM_MODEL") if base_url else None) or None
+    show = _Show(args, lm.prompts if lm and args.show_prompt else None)
     out = asyncio.run(runs.start(args.scenario, model=model, task=args.task, run_id=args.run_id,
                                  state_dir=args.state_dir, workspace=args.workspace,
                                  options={**_given(args), "base_url": base_url}, **show.how()))
@@ -350,12 +351,17 @@ def cmd_run(args) -> int:
     return _finish(out, args, show.heard)
 
 
-def cmd_resume(args) -> int:
+def cmd_resume(args, lm=None) -> int:
+    """``resume``; ``lm``: the run's local model, started again on this process's port (not a change of the
+    run's options). Moved to another server (--base-url), a run is no longer the local model's."""
     import asyncio
-    show = _Show(args)
+    given = _given(args)
+    if "base_url" in given:
+        given.setdefault("local_model", False)
+    show = _Show(args, lm.prompts if lm and args.show_prompt else None)
     out = asyncio.run(runs.resume(args.state_dir, args.run_id, approve=args.approve, reject=args.reject,
-                                  reason=args.reason, silent=args.silent, options=_given(args),
-                                  local_base_url=getattr(args, "local_base_url", None), **show.how()))
+                                  reason=args.reason, silent=args.silent, options=given,
+                                  local_base_url=lm.base_url if lm else None, **show.how()))
     show.done()
     return _finish(out, args, show.heard)
 
@@ -411,25 +417,17 @@ def add_local_model(sub, *runs) -> None:
 
 
 def cmd_local(args, command) -> int:
-    """``command(args)`` with ``--base-url`` pointing at a local model server started for it."""
+    """``command(args, lm)`` with ``lm`` a local model server started for it."""
     from . import local
     if getattr(args, "base_url", None):
         raise SystemExit("error: --local-model starts its own server; it is not allowed with --base-url")
     if why := local.missing():
         raise SystemExit(f"error: the local model is {why}")
-    if getattr(args, "model", None) is None:
-        args.model = local.MODEL_NAME
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    with local.LocalModel(progress=say) as lm:
-        args.prompts = lm.prompts if args.show_prompt else None
-        if args.command == "run":
-            args.base_url = lm.base_url
-        else:  # not a change of the run's options: the same local model, on this process's port
-            args.local_base_url = lm.base_url
-        code = command(args)
+    with local.LocalModel(progress=_say) as lm:
+        code = command(args, lm)
         if lm.died:
-            say(f"error: the local model server died during the run: {lm.died}" +
-                (f"\n  the run's state is saved in {args.state_dir}" if args.state_dir else ""))
+            _say(f"error: the local model server died during the run: {lm.died}" +
+                 (f"\n  the run's state is saved in {args.state_dir}" if args.state_dir else ""))
     return code
 
 
@@ -437,10 +435,7 @@ def _wants_local(args) -> bool:
     """``run --local-model``; ``resume`` of a run made with it (unless told --base-url), or told it."""
     if args.command == "run" or hasattr(args, "local_model"):
         return getattr(args, "local_model", False)
-    if args.command != "resume":
-        return False
-    if getattr(args, "base_url", None):  # moved to another server: no longer the local model
-        args.local_model = False
+    if args.command != "resume" or getattr(args, "base_url", None):  # (moved to another server: cmd_resume)
         return False
     try:
         return load(args.state_dir, args.run_id).config.get("local_model") is True
@@ -452,8 +447,7 @@ def cmd_serve_local(args) -> int:
     from . import local
     if why := local.missing():
         raise SystemExit(f"error: the local model is {why}")
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    with local.LocalModel(port=args.port, ready_timeout_s=args.ready_timeout, progress=say) as lm:
+    with local.LocalModel(port=args.port, ready_timeout_s=args.ready_timeout, progress=_say) as lm:
         print(f"local model {lm.model} on {lm.base_url}  (Ctrl-C stops it)", flush=True)
         try:
             if lm.process is not None:  # started by the context manager, so always, once ready

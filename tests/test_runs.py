@@ -103,3 +103,28 @@ def test_a_program_starts_approves_and_resumes_a_run_as_the_command_line_does(tm
     with pytest.raises(runs.RunError, match="is completed"):
         asyncio.run(runs.resume(tmp_path, "r"))
     assert load(tmp_path, "r").status == "completed"
+
+
+@pytest.mark.slow  # the resumed scan takes its seconds
+def test_a_cell_stopped_during_a_run_leaves_it_saved_interrupted_and_its_lock_free(tmp_path):
+    """A notebook's Stop cancels the coroutine that awaits ``runs.start``: the run stops as at any Stop (saved,
+    ``interrupted``, the reason given), the lock is let go and the spend recorded, so ``resume`` finishes it."""
+    trace = tmp_path / "t.jsonl"
+
+    async def stopped_in_its_scan():
+        task = asyncio.ensure_future(runs.start("slow", run_id="r", state_dir=tmp_path,
+                                                options={"trace": str(trace)}))
+        while not (trace.exists() and any(e["type"] == "tool_start" for e in read(trace))):
+            await asyncio.sleep(0.01)  # the scan has begun: Stop lands while a tool runs
+        task.cancel("the cell's Stop")
+        return (await asyncio.gather(task, return_exceptions=True))[0]
+
+    out = asyncio.run(stopped_in_its_scan())  # the run caught its Stop and returned, as run() does
+    saved = load(tmp_path, "r")
+    assert (out.state.status, saved.status, saved.interruption) == \
+        ("interrupted", "interrupted", {"type": "cancelled", "reason": "the cell's Stop"})
+    with RunLock(tmp_path, "r"):
+        pass  # nobody holds it
+    assert ledger.read(ledger.ledger_path(tmp_path, "r"))[-1]["type"] == "spent"
+    finished = asyncio.run(runs.resume(tmp_path, "r"))
+    assert (finished.state.status, finished.state.turns) == ("completed", 2)
