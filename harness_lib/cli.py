@@ -1,4 +1,4 @@
-"""The command line: ``python -m harness_lib serve | run | resume | chapter``. It parses, calls ``runs.py``
+"""The command line: ``python -m harness_lib serve | run | resume | forecast | chapter``. It parses, calls ``runs.py``
 (which operates the run: the lock, the ledger, the saved options, the reserve, the graceful stop) and prints.
 
 Exit code 0 for any of the five exits (a stop is an answer, not a crash); 2 for a usage error, a state
@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from . import config, runs
+from . import config, forecast, runs
 from .config import DEFAULT_MAX_TURNS
 from .dedupe import DEDUPE
 from .ledger import LedgerError
@@ -227,6 +227,11 @@ def parser() -> argparse.ArgumentParser:
     limits(z, resume=True)
 
     add_local_model(sub, r, z)
+
+    f = sub.add_parser("forecast", help="price turn caps from the first turns of a run's trace (also: "
+                       "python -m harness_lib.forecast)", description=forecast.DESCRIPTION)
+    forecast.arguments(f)
+    f.set_defaults(usage_error=f.error)
 
     c = sub.add_parser("chapter", help="every chapter figure, recomputed, beside the chapter's")
     c.add_argument("--json", action="store_true")
@@ -487,6 +492,8 @@ def _main(argv: list[str] | None) -> int:
             return cmd_run(args)
         if args.command == "resume":
             return cmd_resume(args)
+        if args.command == "forecast":
+            return forecast.command(args, args.usage_error)
         if not args.live:  # the chapter is the chapter: a reader's server is used only when asked
             for name in SEAM:
                 os.environ.pop(name, None)
