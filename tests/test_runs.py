@@ -128,3 +128,15 @@ def test_a_cell_stopped_during_a_run_leaves_it_saved_interrupted_and_its_lock_fr
     assert ledger.read(ledger.ledger_path(tmp_path, "r"))[-1]["type"] == "spent"
     finished = asyncio.run(runs.resume(tmp_path, "r"))
     assert (finished.state.status, finished.state.turns) == ("completed", 2)
+
+
+def test_a_run_the_old_code_saved_resumes_under_its_own_budget(tmp_path):
+    """``old-subrun`` (tests/fixtures/states/saved-by-2ff5ba1, written by the code before the rename: ``budget``
+    in its state file and in its ledger's record) resumed with no option given stops at once at its own
+    budget, $0.0009, paying nothing. Fails without ``config.OLD_NAMES``: its budget read as none, it ran on."""
+    from test_naming import place
+    place("old-subrun", tmp_path)
+    before = load(tmp_path, "old-subrun")
+    out = asyncio.run(runs.resume(tmp_path, "old-subrun"))
+    assert (out.state.status, out.state.turns, out.state.config["max_budget_usd"]) == \
+        ("budget_exceeded", before.turns, 0.0009)
