@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import numbers
-from .pricing import CHAPTER_PRICES, MAX_PRICE, SMALLEST_PRICE, UNPRICED, Pricing
+from .config import PRICE
+from .pricing import CHAPTER_PRICES, UNPRICED, Pricing
 from .state import RunState
 from .trace import read
 
@@ -154,7 +155,7 @@ def _traced_unpriced(path: str, run_id: str | None) -> bool:
 
 
 def _usd(text: str) -> float:
-    """A price per million tokens, through the one number check, with a price's bounds."""
+    """A price per million tokens, through the run options' price check (``config.PRICE``)."""
     import argparse
     import math
     try:
@@ -162,19 +163,17 @@ def _usd(text: str) -> float:
     except ValueError:
         value = math.nan
     try:
-        return numbers.check("price", value, at_most=MAX_PRICE, smallest=SMALLEST_PRICE, kind="a finite number "
-                             "of dollars", hint=" per million tokens")
+        return PRICE.check(value)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("price ")) from None
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness_lib.forecast TRACE [--observed 3] [--caps 8,20,50,100] [--run-id ID]``"""
-    import argparse
-    import sys
+DESCRIPTION = "Price turn caps from the first turns of a run's trace."
 
-    parser = argparse.ArgumentParser(prog="python -m harness_lib.forecast",
-                                     description="Price turn caps from the first turns of a run's trace.")
+
+def arguments(parser) -> None:
+    """The forecast's arguments, one home for both spellings: ``python -m harness_lib forecast`` (a command of
+    the one command line, ``cli.py``) and ``python -m harness_lib.forecast`` (``main``)."""
     parser.add_argument("trace", help="a trace file (JSONL) the harness wrote")
     parser.add_argument("--observed", type=int, default=3, help="forecast from the first N turns (default 3)")
     parser.add_argument("--caps", default=",".join(map(str, CHAPTER_CAPS)), help="comma-separated caps")
@@ -182,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--price-in", type=_usd, metavar="USD", help="dollars per million input tokens (default: "
                         "the chapter's $2, or unknown when the trace's run had no price)")
     parser.add_argument("--price-out", type=_usd, metavar="USD", help="dollars per million output tokens")
-    args = parser.parse_args(argv)
+
+
+def command(args, usage_error) -> int:
+    """Print the forecast ``args`` ask for; ``usage_error(message)``: the parser's (exits 2, with the usage)."""
+    import sys
     if (args.price_in is None) != (args.price_out is None):
-        parser.error("give both --price-in and --price-out (dollars per million tokens), or neither")
+        usage_error("give both --price-in and --price-out (dollars per million tokens), or neither")
     if args.price_in is not None:
         pricing = Pricing.per_million(args.price_in, args.price_out)
     else:
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         caps = [int(c) for c in args.caps.split(",") if c.strip()]
     except ValueError:
-        parser.error(f"--caps must be whole numbers separated by commas, got {args.caps!r}")
+        usage_error(f"--caps must be whole numbers separated by commas, got {args.caps!r}")
     try:
         rows = forecast(args.trace, observed=args.observed, caps=caps, run_id=args.run_id, pricing=pricing)
     except ForecastError as e:
@@ -205,6 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  cap {f.cap:>7,}  in={f.input_tokens:>12,}  out={f.output_tokens:>9,}  cost={cost}"
               + ("" if f.extrapolated else "  (observed)"))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness_lib.forecast TRACE [--observed 3] [--caps 8,20,50,100] [--run-id ID]``, the same as
+    ``python -m harness_lib forecast TRACE ...``."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m harness_lib.forecast", description=DESCRIPTION)
+    arguments(parser)
+    return command(parser.parse_args(argv), parser.error)
 
 
 if __name__ == "__main__":

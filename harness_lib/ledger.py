@@ -3,22 +3,22 @@
 ``<state_dir>/<run_id>.ledger.jsonl`` holds one JSON line per fact, appended and fsynced, never rewritten:
 
     {"type": "run", "instance", "workspace", "config", "model", "scenario"}    ``run`` gave the run these
-    {"type": "config", "instance", "config"}             ``resume`` changed options, on its command line
+    {"type": "config", "instance", "config"}             ``resume`` changed options, given to it
     {"type": "binding", "instance", "model", "scenario"} the model, recorded late (a ledger from before it was)
     {"type": "decision", "instance", "callId", "verdict": "approve" | "reject"}
     {"type": "spent", "instance", "turns", "costUsd", "totalCostUsd"}   where a process left the run (its own
                                                          spend, and with its children's, which its budget counts)
 
-The state file says the same things and is what the loop reads; the ledger is what the CLI checks the
+The state file says the same things and is what the loop reads; the ledger is what ``runs.py`` checks the
 state file against before it acts. It is found by the run id the operator typed, never by anything the
 state file says, so an edited state file cannot point the run at a folder the operator never gave it,
 approve a call nobody approved, raise its own limits or forget what it has spent (the threat model in
 docs/reliability.md). Every option and decision that changes what a run may do is bound to its latest value:
 the budget, the caps, the model, the endpoint, the prices, the policies, the workspace, the approvals; an older value
-is refused like any other edit. A run made and saved in-process (a notebook, a test) has no ledger: the
-first ``resume`` records what its state says (but never an approval its file lists), and checks every
-later one against that. A run the command line made always has one: its ledger missing is refused, never
-bound again to what its file says then.
+is refused like any other edit. A run made and saved in-process by ``loop.run`` (a notebook, a test) has no
+ledger: the first ``resume`` records what its state says (but never an approval its file lists), and checks
+every later one against that. A run ``runs.start`` made (the command line's ``run``) always has one: its
+ledger missing is refused, never bound again to what its file says then.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import files
+from .config import read as read_config
 from .pricing import dollars
 from .state import RunState, state_path
 from .terminal import visible
@@ -83,10 +84,11 @@ def bind(state_dir: str | Path, state: RunState) -> None:
            **_binding(state))
 
 
-def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict], given: str | None = None,
-          saved_options: bool = True) -> None:
+def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict] = read_config,
+          given: str | None = None, saved_options: bool = True) -> None:
     """Refuse (``LedgerError``) a state file that disagrees with the run's ledger. ``normal`` puts a saved
-    configuration in its current form; ``given`` is the call this very command approves; ``saved_options``:
+    configuration in its current form (``config.read``: today's names, every option); ``given`` is the call
+    this very command approves; ``saved_options``:
     the file held options of its own (the command line saves them with every run it makes; a run made
     in-process has none). The one case it
     mends instead: options the ledger recorded that the state file never got (``resume`` recorded a change
@@ -109,7 +111,7 @@ def check(state_dir: str | Path, state: RunState, normal: Callable[[dict], dict]
             raise LedgerError(f"the run's ledger {visible(path.name)} is missing, and its state file says the "
                               f"command line made it: a run is never bound again to what its file says now; "
                               f"put the ledger back, or start a new run")
-        bind(state_dir, state)  # made in-process, first seen by the CLI: from now on, this is the record
+        bind(state_dir, state)  # made in-process, first seen by runs.resume: from now on, this is the record
         mine = runs = read(path)[-1:]
     given_ws = runs[-1].get("workspace")
     if (workspace and str(Path(workspace).resolve())) != given_ws:

@@ -18,8 +18,9 @@ pays another turn, saying why. The step in flight when the file went may still o
 first: at most one turn paid twice, where before it was every turn of the overlap. ``release`` removes the
 file only if it is still its own, never a new owner's.
 
-The CLI takes the lock for ``run``, ``resume``, ``--approve`` and ``--reject``. ``save`` and ``load`` do
-not: a program that drives runs in-process (the notebooks, the test campaigns) owns its runs already.
+``runs.py`` takes the lock for ``start``, ``resume``, ``approve`` and ``reject`` (the command line's ``run``,
+``resume``, ``--approve`` and ``--reject``). ``save`` and ``load`` do not: a program that drives runs in-process
+with ``loop.run`` (the notebooks, the test campaigns) owns its runs already.
 """
 
 from __future__ import annotations

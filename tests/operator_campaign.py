@@ -417,7 +417,7 @@ TAMPERS = {  # name: (setup, edit, extra resume arguments, what the refusal must
     "an id added to approved, no decision given":
         ("waiting", lambda d, other: d.update(approved=["c2"]), [], "no approval was given"),
     "cost_usd: -1000": ("budget", lambda d, other: d.update(cost_usd=-1000), [], "cost_usd"),
-    "the budget raised in the saved options": ("budget", lambda d, other: d["config"].update(budget=100.0), [],
+    "the budget raised in the saved options": ("budget", lambda d, other: d["config"].update(max_budget_usd=100.0), [],
                                                "differ from the latest the run was given"),
     "the spend forgotten, consistently": ("budget", lambda d, other: _forget(d), [], "already spent"),
     "tool_log: [1]": ("waiting", lambda d, other: d.update(tool_log=[1]), [], "tool_log[0]"),

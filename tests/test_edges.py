@@ -9,7 +9,7 @@ says so); ``docs/mutation.md`` lists the mutants a tool found beside them, and w
 * a Stop pressed without a message is ``{"type": "cancelled", "reason": "cancelled"}`` (``loop.run``);
 * the dedupe gate never answers a write from the cache, under ``"read-only"`` (``dedupe.applies``);
 * a write never runs without its own approval, whatever was rejected before it (``loop.run``);
-* the command line holds the run's lock for as long as it runs the loop (``cli._owner``, ``lock.py``);
+* the command line holds the run's lock for as long as it runs the loop (``runs._owner``, ``lock.py``);
 * the ledger refuses a state file that forgot its subagents' spend, and accepts one that kept it
   (``ledger.check``: the total with the children's, ``totalCostUsd``, not the run's own);
 * the trace's ``costUsd`` on a turn line is the spend with that turn in it, children's included
@@ -228,7 +228,7 @@ def test_the_command_line_holds_the_runs_lock_while_the_loop_runs(provider, tmp_
             held.append(True)
         return await real(state, tools, opts)
     real = loop.run
-    monkeypatch.setattr(loop, "run", watched)  # the command line imports it from the loop when a run starts
+    monkeypatch.setattr(loop, "run", watched)  # runs.py imports it from the loop when a run starts
     common = ["--state-dir", str(tmp_path), "--base-url", provider.base_url, "--json"]
     assert cli.main(["run", "runaway", "--run-id", "r", "--max-turns", "1", *common]) == 0
     assert cli.main(["resume", "r", "--max-turns", "2", *common]) == 0

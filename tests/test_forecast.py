@@ -204,3 +204,18 @@ def test_a_run_without_a_price_is_forecast_in_tokens_and_unknown_dollars(provide
     assert "cost=unknown" in out and "$" not in out and "in=       3,431" in out
     assert main([str(path), "--caps", "8", "--price-in", "2", "--price-out", "12"]) == 0
     assert "cost=$0.0" in capsys.readouterr().out
+
+
+def test_the_forecast_is_a_command_of_the_one_command_line_too(runaway3, capsys):
+    """``python -m harness_lib forecast`` and ``python -m harness_lib.forecast`` are one parser and one answer
+    (before the first was refused: "invalid choice: 'forecast'")."""
+    from harness_lib.cli import main as cli_main
+    from harness_lib.forecast import main
+    argv = [str(runaway3[2]), "--caps", "8,100", "--price-in", "2", "--price-out", "12"]
+    assert main(argv) == 0
+    alone = capsys.readouterr()
+    assert cli_main(["forecast", *argv]) == 0
+    assert capsys.readouterr() == alone and "$0.702198" in alone.out
+    with pytest.raises(SystemExit) as e:
+        cli_main(["forecast", str(runaway3[2]), "--price-in", "2"])
+    assert e.value.code == 2 and "give both --price-in and --price-out" in capsys.readouterr().err

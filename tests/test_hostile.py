@@ -350,10 +350,10 @@ def test_an_older_higher_budget_restored_in_the_file_is_refused(tmp_path):
         code, out, _ = C.in_process("resume", "r", "--budget", "0.012", "--max-turns", "50", *common)
         s = json.loads(out)
         assert (s["status"], s["turns"], s["cost_usd"]) == ("budget_exceeded", 10, 0.012618)
-        edit(d / "r.json", lambda data: data["config"].update(budget=0.05))
+        edit(d / "r.json", lambda data: data["config"].update(max_budget_usd=0.05))
         before = (d / "r.json").read_bytes(), provider.requests
         code, out, err = C.in_process("resume", "r", *common)
-        assert code == 2 and "options (budget) differ from the latest the run was given" in err, err
+        assert code == 2 and "options (max_budget_usd) differ from the latest the run was given" in err, err
         assert ((d / "r.json").read_bytes(), provider.requests) == before
 
 

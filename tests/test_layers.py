@@ -19,7 +19,7 @@ CORE = {"loop", "options", "policy", "dedupe", "stops", "budget", "subagent", "s
         "tools", "workspace", "reply", "pricing", "numbers", "tokens", "client", "seam", "resources",
         "terminal"}
 TESTING = {"testing"}  # a model to script, for tests: imports the core and scripted/, imported by neither
-OPERATING = {"lock", "ledger", "forecast", "local", "local_format"}
+OPERATING = {"runs", "config", "lock", "ledger", "forecast", "local", "local_format"}
 ENTRY = {"cli", "__main__"}  # the command line: at the top, beside the notebooks (`harness-lib chapter` too)
 
 

@@ -2,7 +2,8 @@
 
 The notebook writes save, load, pending and a loop that drains what is owed before it asks, stops its own run at an
 event of the run (``stop_when``) and resumes it from disk; what it does not show stays here: the child process
-killed with SIGKILL and its run finished in this one (``resume_after_kill``), with the figures beside the chapter's.
+killed with SIGKILL and its run resumed in this one through ``runs.resume``, as ``python -m harness_lib resume``
+resumes it (``resume_after_kill``), with the figures beside the chapter's.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
+from .. import runs
 from ..scripted import ScriptedProvider
 from ..state import RunState, StateFileError, load
-from ..trace import Trace, read
+from ..trace import read
 from ..workspace import Workspace
 from . import params
-from .common import Measured, scenario
+from .common import Measured
 from .figures import relabel
 from .stop_button import all_or_nothing
 
@@ -74,9 +76,13 @@ class ResumeAfterKill(NamedTuple):
 @all_or_nothing
 async def resume_after_kill(base_url: str, workdir: str | Path | None = None, kill_after_tool_results: int = 2,
                             hold_ms: float = HOLD_MS) -> ResumeAfterKill:
-    """Start ``plan`` in a child process, SIGKILL it once its ``kill_after_tool_results``-th tool result is
-    on disk (while it waits for the next turn, held ``hold_ms`` by its provider), restore the run from disk
-    here, and finish it against ``base_url``. Without ``workdir`` everything happens in a temporary folder
+    """Start ``plan`` in a child process (``python -m harness_lib run``), SIGKILL it once its
+    ``kill_after_tool_results``-th tool result is on disk (while it waits for the next turn, held ``hold_ms``
+    by its provider, which this process serves), and resume the run here as an operator does
+    (``runs.resume``: its lock, its ledger, the options it was started with, that held provider among them).
+    ``base_url``, the provider every chapter experiment is given, is not the one this run was started
+    against, so the resume does not use it: moving the run there would be a change of its options, recorded
+    and traced with the two servers' ports. Without ``workdir`` everything happens in a temporary folder
     that is gone when this returns (the table and the trace's events are returned in memory)."""
     params.check(PARAMETERS, KILL_AFTER_TOOL_RESULTS=kill_after_tool_results, HOLD_MS=hold_ms)
     if workdir is None:
@@ -110,17 +116,17 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
             if child.poll() is None:
                 child.kill()
             child.wait()
-    moment = (f"child killed (SIGKILL, exit {child.returncode})" if killed else
-              f"child ended by itself before the kill point (exit {child.returncode})")
-    before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
-              for e in read(trace_path) if e["type"] == "tool_start"]
-    restored = load(state_dir, run_id)
-    as_restored = load(state_dir, run_id)  # kept as it was: ``restored`` is continued below
-    snapshot = {"turns": restored.turns, "cost_usd": round(restored.own_cost_usd, 6),
-                "messages": len(restored.messages), "status": restored.status}
-    trace = Trace(trace_path)
-    finished = await scenario(base_url, "plan", workspace=workspace, state=restored, trace=trace, max_turns=20,
-                              state_dir=state_dir)
+        moment = (f"child killed (SIGKILL, exit {child.returncode})" if killed else
+                  f"child ended by itself before the kill point (exit {child.returncode})")
+        before = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "")
+                  for e in read(trace_path) if e["type"] == "tool_start"]
+        restored = load(state_dir, run_id)
+        snapshot = {"turns": restored.turns, "cost_usd": round(restored.own_cost_usd, 6),
+                    "messages": len(restored.messages), "status": restored.status}
+        # Resumed as an operator resumes it (runs.resume, what `python -m harness_lib resume` calls): owned
+        # here (its lock), checked against the record the child's `run` left (its ledger), continued with the
+        # options it was started with (its cap, its trace, the held provider it was started against).
+        finished = await runs.resume(state_dir, run_id)
     events = read(trace_path)
     all_runs = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in events if e["type"] == "tool_start"]
     table = pd.DataFrame([
@@ -136,7 +142,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
     elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
         measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
-    return ResumeAfterKill(table, events, measured, as_restored, finished.state)
+    return ResumeAfterKill(table, events, measured, restored, finished.state)
 
 
 def _saved_tool_results(state_dir: Path, run_id: str) -> int:
