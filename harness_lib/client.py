@@ -149,11 +149,12 @@ class Transport:
 class ModelClient:
     """The harness's ``ChatModel``: one POST per attempt with httpx, retried as the module says."""
 
-    def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 60.0,
-                 max_retries: int = 4, backoff_s: float = 0.25, max_backoff_s: float = 8.0,
+    def __init__(self, base_url: str, api_key: str = Transport.api_key, *,
+                 timeout: float = Transport.timeout_s, max_retries: int = Transport.max_retries,
+                 backoff_s: float = Transport.backoff_s, max_backoff_s: float = 8.0,
                  on_retry: Callable[[dict], object] | None = None, http: httpx.AsyncClient | None = None,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES, load_wait_s: float = 120.0,
-                 stream: bool = False, on_text: Callable[[str], None] | None = None):
+                 max_response_bytes: int = Transport.max_response_bytes, load_wait_s: float = Transport.load_wait_s,
+                 stream: bool = Transport.stream, on_text: Callable[[str], None] | None = Transport.on_text):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
         self.timeout_s, self.max_response_bytes, self.load_wait_s = timeout, max_response_bytes, load_wait_s

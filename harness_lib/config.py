@@ -84,7 +84,8 @@ def _flag(v):
 # Saved in the state by ``start``, continued by ``resume``: name -> (default, the check a value must pass,
 # given or read back from a state file). A new option joins by one line here and one flag in cli.parser.
 SAVED = {
-    "max_turns": (DEFAULT_MAX_TURNS, _optional(_is(int, lambda v: v >= 1, "a whole number of at least 1"))),
+    "max_turns": (DEFAULT_MAX_TURNS, _optional(_is(int, lambda v: numbers.whole(v, 1),
+                                                          "a whole number of at least 1"))),
     "max_budget_usd": (None, _optional(BUDGET.check)),
     "tool_errors": ("descriptive", _is(str, lambda v: v in POLICIES, f"one of {POLICIES}")),
     "dedupe": ("off", _is(str, lambda v: v in DEDUPE, f"one of {DEDUPE}")),
