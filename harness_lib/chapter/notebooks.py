@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -71,6 +72,9 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     return seconds
 
 
+_RUNNING: set = set()   # the kernel managers of the notebooks executing now (execute_all stops them on Ctrl-C)
+
+
 @contextlib.contextmanager
 def _kernel(kernel_name: str):
     """A kernel manager whose kernel talks over local sockets in a private folder (POSIX), not TCP: the kernel
@@ -81,9 +85,11 @@ def _kernel(kernel_name: str):
     with tempfile.TemporaryDirectory(prefix="harness-kernel-") as sockets:
         km = (KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
               if os.name == "posix" else KernelManager(kernel_name=kernel_name))
+        _RUNNING.add(km)
         try:
             yield km
         finally:
+            _RUNNING.discard(km)
             if km.has_kernel:
                 km.shutdown_kernel(now=True)
 
@@ -102,16 +108,64 @@ def timing_line(label: str, seconds: float) -> str:
     return f"{label:<32} {seconds:6.1f} s"
 
 
-def execute_all(paths=None, timeout: int = 600, say=None) -> dict[str, float]:
-    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}. ``say``,
-    when given, is called with one line per notebook as each one ends."""
+# The notebooks that mostly wait (09's scans, 11's latencies, 08's child held in its call) start first when
+# notebooks run side by side: their waits then overlap the others' work instead of ending the run alone.
+WAITERS_FIRST = ("09-cancellation.ipynb", "11-latency.ipynb", "08-resume.ipynb")
+
+
+def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict[str, float]:
+    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None); {notebook name: seconds}, in ``paths``' order.
+    ``jobs`` notebooks run at once, each in its own kernel (the ones in ``WAITERS_FIRST`` started first); one
+    at a time, in order, when ``jobs`` is 1. ``say``, when given, is called with one line per notebook as each
+    one ends. A notebook that fails raises once those already running have ended; none is started after it."""
     paths = every_notebook() if paths is None else [Path(p) for p in paths]
-    times = {}
-    for p in paths:
-        times[p.name] = round(execute(p, timeout=timeout), 1)
+    times: dict[str, float] = {}
+    failed: list[BaseException] = []
+
+    def one(p: Path) -> None:
+        if failed:   # a notebook failed: start no other (those running end on their own)
+            return
+        try:
+            times[p.name] = round(execute(p, timeout=timeout), 1)
+        except BaseException as e:
+            failed.append(e)
+            raise
         if say:
             say(timing_line(p.name, times[p.name]))
-    return times
+
+    if jobs <= 1 or len(paths) <= 1:
+        for p in paths:
+            one(p)
+        return times
+    order = sorted(paths, key=lambda p: WAITERS_FIRST.index(p.name) if p.name in WAITERS_FIRST else len(WAITERS_FIRST))
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="notebook") as pool:
+        futures = [pool.submit(one, p) for p in order]
+        try:
+            for future in futures:
+                future.exception()   # wait for each; the first failure is raised below, once all have ended
+        except BaseException as e:   # Ctrl-C, a signal: start no other notebook, stop the kernels running
+            failed.append(e)
+            for km in list(_RUNNING):
+                with contextlib.suppress(Exception):
+                    km.shutdown_kernel(now=True)
+            raise
+    if failed:
+        raise failed[0]
+    return {p.name: times[p.name] for p in paths}
+
+
+JOBS_ENV = "HARNESS_CHAPTER_JOBS"
+
+
+def default_jobs() -> int:
+    """Notebooks ``make chapter`` runs at once: ``HARNESS_CHAPTER_JOBS`` when set (1: one after another), else
+    two, one per core, on a machine with two cores or more."""
+    value = os.environ.get(JOBS_ENV, "").strip()
+    if not value:
+        return min(2, os.cpu_count() or 1)
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{JOBS_ENV}={value!r}: the number of notebooks run at once, a whole number from 1")
+    return int(value)
 
 
 def main(argv: list[str] | None = None) -> int:
