@@ -352,6 +352,22 @@ def test_two_kernels_run_at_once(tmp_path):
         assert nbformat.read(tmp_path / name, as_version=4).cells[0].outputs[0].text == "True\n"
 
 
+@pytest.mark.slow
+def test_reading_notebooks_compiles_no_grammar():
+    """make chapter's two processes and the translations' build import nbformat, whose jsonschema compiled 38
+    lark grammars (rfc3987_syntax) on the way, 1.5-2 s of CPU each (issue 23): now hidden while nbformat is
+    imported, and importable again afterwards."""
+    import subprocess
+    import sys
+    code = ("import sys\nimport harness_lib.chapter.notebooks, harness_lib.chapter.translations\n"
+            "from harness_lib.chapter.notebooks import nbformat\n"
+            "nbformat.validate(nbformat.read('notebooks/01-loop.ipynb', as_version=4))\n"
+            "print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))\n"
+            "import rfc3987_syntax\nprint('rfc3987_syntax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out
+
+
 # -- the notebooks as files -------------------------------------------------------------------------
 def test_there_is_one_notebook_per_section_in_chapter_order():
     names = [p.stem for p in NOTEBOOKS]

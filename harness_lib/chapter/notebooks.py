@@ -20,8 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from .nbformat_fast import nbformat
 
 # Relative: the project's notebooks are not part of the installed package; run from the project's folder.
 NOTEBOOKS = Path("notebooks")
@@ -60,6 +59,8 @@ def kernelspec(kernel_name: str = "python3") -> dict:
 
 def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") -> float:
     """Execute one notebook in place; returns its wall time in seconds. Raises if a cell fails."""
+    from nbclient import NotebookClient  # here: it imports nbformat, which must come from nbformat_fast first
+
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
