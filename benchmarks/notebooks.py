@@ -229,11 +229,11 @@ def profile_lines(samples: dict, top: int) -> list[str]:
     return lines
 
 
-def chapter(repeats: int) -> None:
+def chapter(repeats: int, jobs_list=("1", "2")) -> None:
     """``make chapter``'s two commands, timed, in a copy of ``notebooks/`` and ``locale/`` (their outputs are
     rewritten there), the notebooks one at a time (``HARNESS_CHAPTER_JOBS=1``) and two at once, alternating."""
     for _ in range(repeats):
-        for jobs in ("1", "2"):
+        for jobs in jobs_list:
             with tempfile.TemporaryDirectory(prefix="bench-chapter-") as tmp:
                 for folder in ("notebooks", "locale"):   # what the two commands read, relative to where they run
                     shutil.copytree(ROOT / folder, Path(tmp) / folder)
@@ -267,6 +267,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile", type=int, default=0, metavar="N", help="the N hottest functions per notebook")
     p.add_argument("--chapter", action="store_true", help="then time make chapter's commands")
     p.add_argument("--no-notebooks", action="store_true", help="only --chapter")
+    p.add_argument("--jobs", default="1,2", help="--chapter's HARNESS_CHAPTER_JOBS values, alternating (1,2)")
     p.add_argument("--repeats", type=int, default=1, help="runs of each notebook (medians shown)")
     args = p.parse_args(argv)
     paths = [Path(n) for n in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
               f"{sum(r['cpu'] for r in rows):5.1f} {sum(r['requests'] for r in rows):5d} "
               f"{sum(r['busy'] for r in rows):6.1f}; load average {os.getloadavg()[0]:.2f} at the end")
     if args.chapter:
-        chapter(args.repeats)
+        chapter(args.repeats, args.jobs.split(","))
     return 0
 
 
