@@ -16,8 +16,8 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .nbformat_fast import nbformat
@@ -140,19 +140,38 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
             one(p)
         return times
     order = sorted(paths, key=lambda p: TIMED_FIRST.index(p.name) if p.name in TIMED_FIRST else len(TIMED_FIRST))
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="notebook")
+    queue, taking = list(order), threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with taking:
+                if failed or not queue:
+                    return
+                p = queue.pop(0)
+            try:
+                one(p)
+            except BaseException:   # kept in failed, raised by the caller
+                return
+
+    # Daemon threads: a notebook's client, its kernel shut down under it, can wait on the kernel for ever (a
+    # blocking read without a timeout, which only a signal to its own thread would break): Ctrl-C must not wait.
+    threads = [threading.Thread(target=worker, name=f"notebook-{i}", daemon=True) for i in range(jobs)]
     try:
-        futures = [pool.submit(one, p) for p in order]
-        while not all(f.done() for f in futures):   # the first failure is raised below, once all have ended
-            wait(futures, timeout=0.2)   # not without one: a Ctrl-C landing just before a wait went unheard to its end
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)   # with a timeout: a Ctrl-C landing just before a wait without one went unheard
     except BaseException as e:   # Ctrl-C, a signal: start no other notebook, stop the kernels running
         failed.append(e)
         for km in list(_RUNNING):
             with contextlib.suppress(Exception):
                 km.shutdown_kernel(now=True)
+        deadline = time.monotonic() + 2
+        for t in threads:   # those that hear their kernel end, end; the others are left to the exit
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.monotonic()))
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
     if failed:
         raise failed[0]
     return {p.name: times[p.name] for p in paths}
