@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
+# The notebooks run two at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
 	$(BIN)/python -m harness_lib.chapter.translations build --brief

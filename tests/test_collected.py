@@ -105,7 +105,7 @@ def test_a_callers_own_collection_survives_the_reports(monkeypatch, tmp_path):
     import os
     mine = tmp_path / "mine.jsonl"
     monkeypatch.setenv(collected.ENV, str(mine))
-    monkeypatch.setattr("harness_lib.chapter.notebooks.execute_all", lambda paths, say=None: {})
+    monkeypatch.setattr("harness_lib.chapter.notebooks.execute_all", lambda paths, say=None, jobs=1: {})
     report.executed_notebooks({}, [])
     assert os.environ.get(collected.ENV) == str(mine)
 

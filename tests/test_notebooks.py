@@ -247,6 +247,134 @@ def test_execute_runs_a_notebook_in_place(tmp_path):
     assert done.cells[0].outputs[0].text == "42\n" and "execution" not in done.cells[0].metadata
 
 
+def _fake_execute(monkeypatch, body):
+    """``notebooks.execute`` replaced by ``body(path)``: execute_all's scheduling without kernels."""
+    monkeypatch.setattr(notebooks, "execute", lambda path, timeout=600: body(Path(path)) or 1.0)
+
+
+def test_notebooks_run_side_by_side_the_timed_ones_first(monkeypatch):
+    """make chapter runs two notebooks at once (issue 23): both halves of a two-party barrier run at once (one
+    after another, the first would time out), 09 and 11, whose figures are times, start first, and the times
+    come back in the order asked for."""
+    import threading
+    barrier, started = threading.Barrier(2, timeout=10), []
+
+    def body(path):
+        started.append(path.name)
+        if path.name in ("a.ipynb", "09-cancellation.ipynb"):
+            barrier.wait()
+
+    _fake_execute(monkeypatch, body)
+    names = ["a.ipynb", "b.ipynb", "11-latency.ipynb", "09-cancellation.ipynb"]
+    times = notebooks.execute_all(names, jobs=2)
+    assert list(times) == names and sorted(started) == sorted(names)
+    assert set(started[:2]) == {"09-cancellation.ipynb", "11-latency.ipynb"}
+
+
+def test_a_failing_notebook_starts_no_other_and_raises(monkeypatch):
+    import threading
+    import time
+    failed, started = threading.Event(), []
+
+    def body(path):
+        started.append(path.name)
+        if path.name == "b.ipynb":
+            failed.set()
+            raise RuntimeError("a cell failed")
+        if path.name == "a.ipynb":   # still running when b fails; its worker is free next
+            failed.wait(10)
+            time.sleep(0.2)
+
+    _fake_execute(monkeypatch, body)
+    with pytest.raises(RuntimeError, match="a cell failed"):
+        notebooks.execute_all(["a.ipynb", "b.ipynb", "c.ipynb"], jobs=2)
+    assert sorted(started) == ["a.ipynb", "b.ipynb"]   # c was never started
+
+
+def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
+    """Ctrl-C while two notebooks run: their kernels are shut down, the third is never started, the call returns
+    without waiting for the notebooks' threads (a client whose kernel died can wait on it for ever)."""
+    import signal
+    import threading
+    started, stopped = [], []
+    both = threading.Barrier(3, timeout=10)
+
+    class Kernel:
+        def __init__(self):
+            self.down = threading.Event()
+
+        def shutdown_kernel(self, now=False):
+            stopped.append(now)
+            self.down.set()
+
+    def body(path):
+        started.append(path.name)
+        km = Kernel()
+        notebooks._RUNNING.add(km)
+        try:
+            both.wait()
+            assert km.down.wait(10), "the kernel was not shut down"
+        finally:
+            notebooks._RUNNING.discard(km)
+
+    def press():
+        both.wait()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    _fake_execute(monkeypatch, body)
+    threading.Thread(target=press, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        notebooks.execute_all(["a.ipynb", "b.ipynb", "c.ipynb"], jobs=2)
+    assert sorted(started) == ["a.ipynb", "b.ipynb"] and stopped == [True, True]
+    import time
+    deadline = time.monotonic() + 10   # they heard their kernels end (the call waits 2 s at most, then leaves them)
+    while notebooks._RUNNING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not notebooks._RUNNING
+
+
+@pytest.mark.parametrize("value, jobs", [("", None), ("1", 1), ("3", 3), ("0", ValueError), ("two", ValueError),
+                                         ("-1", ValueError)])
+def test_the_number_of_notebooks_run_at_once(monkeypatch, value, jobs):
+    monkeypatch.setenv(notebooks.JOBS_ENV, value)
+    if jobs is ValueError:
+        with pytest.raises(ValueError, match="HARNESS_CHAPTER_JOBS="):
+            notebooks.default_jobs()
+    else:
+        assert notebooks.default_jobs() == (jobs or min(2, os.cpu_count() or 1))
+
+
+@pytest.mark.slow
+def test_two_kernels_run_at_once(tmp_path):
+    """Two real notebooks, each waiting for the other's mark: they can only both see it side by side."""
+    for me, other in (("a", "b"), ("b", "a")):
+        code = (f"import asyncio, pathlib, time\npathlib.Path('{me}.mark').touch()\nt0 = time.monotonic()\n"
+                f"while not pathlib.Path('{other}.mark').exists() and time.monotonic() - t0 < 30:\n"
+                "    await asyncio.sleep(0.05)\n"
+                f"print(pathlib.Path('{other}.mark').exists())")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), tmp_path / f"{me}.ipynb")
+    times = notebooks.execute_all([tmp_path / "a.ipynb", tmp_path / "b.ipynb"], jobs=2)
+    assert list(times) == ["a.ipynb", "b.ipynb"]
+    for name in times:
+        assert nbformat.read(tmp_path / name, as_version=4).cells[0].outputs[0].text == "True\n"
+
+
+@pytest.mark.slow
+def test_reading_notebooks_compiles_no_grammar():
+    """make chapter's two processes and the translations' build import nbformat, whose jsonschema compiled 38
+    lark grammars (rfc3987_syntax) on the way, 1.5-2 s of CPU each (issue 23): now hidden while nbformat is
+    imported, and importable again afterwards."""
+    import subprocess
+    import sys
+    code = ("import sys\nimport harness_lib.chapter.notebooks, harness_lib.chapter.translations\n"
+            "from harness_lib.chapter.notebooks import nbformat\n"
+            "nbformat.validate(nbformat.read('notebooks/01-loop.ipynb', as_version=4))\n"
+            "print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))\n"
+            "import rfc3987_syntax\nprint('rfc3987_syntax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out
+
+
 # -- the notebooks as files -------------------------------------------------------------------------
 def test_there_is_one_notebook_per_section_in_chapter_order():
     names = [p.stem for p in NOTEBOOKS]

@@ -16,11 +16,11 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from .nbformat_fast import nbformat
 
 # Relative: the project's notebooks are not part of the installed package; run from the project's folder.
 NOTEBOOKS = Path("notebooks")
@@ -59,6 +59,8 @@ def kernelspec(kernel_name: str = "python3") -> dict:
 
 def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") -> float:
     """Execute one notebook in place; returns its wall time in seconds. Raises if a cell fails."""
+    from nbclient import NotebookClient  # here: it imports nbformat, which must come from nbformat_fast first
+
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
@@ -71,6 +73,9 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     return seconds
 
 
+_RUNNING: set = set()   # the kernel managers of the notebooks executing now (execute_all stops them on Ctrl-C)
+
+
 @contextlib.contextmanager
 def _kernel(kernel_name: str):
     """A kernel manager whose kernel talks over local sockets in a private folder (POSIX), not TCP: the kernel
@@ -81,9 +86,11 @@ def _kernel(kernel_name: str):
     with tempfile.TemporaryDirectory(prefix="harness-kernel-") as sockets:
         km = (KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
               if os.name == "posix" else KernelManager(kernel_name=kernel_name))
+        _RUNNING.add(km)
         try:
             yield km
         finally:
+            _RUNNING.discard(km)
             if km.has_kernel:
                 km.shutdown_kernel(now=True)
 
@@ -102,16 +109,86 @@ def timing_line(label: str, seconds: float) -> str:
     return f"{label:<32} {seconds:6.1f} s"
 
 
-def execute_all(paths=None, timeout: int = 600, say=None) -> dict[str, float]:
-    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None) in order; {notebook name: seconds}. ``say``,
-    when given, is called with one line per notebook as each one ends."""
+# When notebooks run side by side, the two whose figures are times (09's scan and Stop, judged against
+# tolerances; 11's latencies) start first, together: each then runs beside the other's waits rather than
+# beside another notebook's work, and the longest (09, 16 s, mostly its scans) does not end the run alone.
+TIMED_FIRST = ("09-cancellation.ipynb", "11-latency.ipynb")
+
+
+def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict[str, float]:
+    """Execute ``paths`` (every ``notebooks/*.ipynb`` when None); {notebook name: seconds}, in ``paths``' order.
+    ``jobs`` notebooks run at once, each in its own kernel (the ones in ``TIMED_FIRST`` started first); one
+    at a time, in order, when ``jobs`` is 1. ``say``, when given, is called with one line per notebook as each
+    one ends. A notebook that fails raises once those already running have ended; none is started after it."""
     paths = every_notebook() if paths is None else [Path(p) for p in paths]
-    times = {}
-    for p in paths:
-        times[p.name] = round(execute(p, timeout=timeout), 1)
+    times: dict[str, float] = {}
+    failed: list[BaseException] = []
+
+    def one(p: Path) -> None:
+        if failed:   # a notebook failed: start no other (those running end on their own)
+            return
+        try:
+            times[p.name] = round(execute(p, timeout=timeout), 1)
+        except BaseException as e:
+            failed.append(e)
+            raise
         if say:
             say(timing_line(p.name, times[p.name]))
-    return times
+
+    if jobs <= 1 or len(paths) <= 1:
+        for p in paths:
+            one(p)
+        return times
+    order = sorted(paths, key=lambda p: TIMED_FIRST.index(p.name) if p.name in TIMED_FIRST else len(TIMED_FIRST))
+    queue, taking = list(order), threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with taking:
+                if failed or not queue:
+                    return
+                p = queue.pop(0)
+            try:
+                one(p)
+            except BaseException:   # kept in failed, raised by the caller
+                return
+
+    # Daemon threads: a notebook's client, its kernel shut down under it, can wait on the kernel for ever (a
+    # blocking read without a timeout, which only a signal to its own thread would break): Ctrl-C must not wait.
+    threads = [threading.Thread(target=worker, name=f"notebook-{i}", daemon=True) for i in range(jobs)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)   # with a timeout: a Ctrl-C landing just before a wait without one went unheard
+    except BaseException as e:   # Ctrl-C, a signal: start no other notebook, stop the kernels running
+        failed.append(e)
+        for km in list(_RUNNING):
+            with contextlib.suppress(Exception):
+                km.shutdown_kernel(now=True)
+        deadline = time.monotonic() + 2
+        for t in threads:   # those that hear their kernel end, end; the others are left to the exit
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.monotonic()))
+        raise
+    if failed:
+        raise failed[0]
+    return {p.name: times[p.name] for p in paths}
+
+
+JOBS_ENV = "HARNESS_CHAPTER_JOBS"
+
+
+def default_jobs() -> int:
+    """Notebooks ``make chapter`` runs at once: ``HARNESS_CHAPTER_JOBS`` when set (1: one after another), else
+    two, one per core, on a machine with two cores or more."""
+    value = os.environ.get(JOBS_ENV, "").strip()
+    if not value:
+        return min(2, os.cpu_count() or 1)
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{JOBS_ENV}={value!r}: the number of notebooks run at once, a whole number from 1")
+    return int(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,15 +67,17 @@ async def measure_all(base_url: str, skip=()) -> dict:
 
 
 def executed_notebooks(timings: dict, paths=None) -> tuple[dict, set[str]]:
-    """Execute every notebook (or those in ``paths``; their timings into ``timings``), a line for each as it
-    ends, and return what they measured on the way (``whole_sections``)."""
-    from .notebooks import execute_all
+    """Execute every notebook (or those in ``paths``; their timings into ``timings``), two at once on two cores
+    (``notebooks.execute_all``), a line for each as it ends, and return what they measured on the way
+    (``whole_sections``)."""
+    from .notebooks import default_jobs, execute_all
     with tempfile.TemporaryDirectory(prefix="harness-chapter-") as tmp:
         path = Path(tmp) / "measured.jsonl"
         before = os.environ.get(collected.ENV)
         os.environ[collected.ENV] = str(path)   # the kernels inherit it
         try:
-            for name, seconds in execute_all(paths, say=lambda line: print(line, flush=True)).items():
+            say = lambda line: print(line, flush=True)  # noqa: E731
+            for name, seconds in execute_all(paths, say=say, jobs=default_jobs()).items():
                 timings[f"notebook {name}"] = seconds
         finally:  # as it was: a caller's own collection goes on
             if before is None:

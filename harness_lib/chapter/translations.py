@@ -30,9 +30,10 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-import nbformat
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import PoFileError, read_po, unescape, write_po
+
+from .nbformat_fast import nbformat
 
 # Relative, as in harness_lib.chapter.notebooks: the notebooks and catalogues are the project's, not the package's.
 NOTEBOOKS = Path("notebooks")
