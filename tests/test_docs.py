@@ -127,3 +127,12 @@ def test_the_readmes_first_run_prints_what_the_readme_shows(capsys):
     def without_ms(lines):
         return [re.sub(r"ms=\d+", "ms=…", line) for line in lines]
     assert without_ms(printed) == without_ms(shown)
+
+
+def test_the_readmes_python_run_prints_what_its_comment_says(capsys):
+    """The README's Python block runs as written (its own scripted provider) and prints what its comment shows."""
+    text = README.read_text(encoding="utf-8")
+    code = text[text.index("```python"):].split("```")[1].removeprefix("python\n")
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    shown = re.search(r"# (completed .*)$", code, re.M).group(1)
+    assert capsys.readouterr().out.strip() == shown
