@@ -78,6 +78,46 @@ def test_every_parameter_is_declared_and_checked_at_the_top(path):
 
 
 
+def names(source: str) -> tuple[set[str], set[str], set[str]]:
+    """What a cell binds (assigned, defined), reads, and imports: its code as IPython runs it (magics turned
+    into calls, a top-level ``await`` allowed), names inside its functions included."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    tree = compile(TransformerManager().transform_cell(source), "<cell>", "exec",
+                   flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    binds, reads, imports = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (reads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports |= {a.asname or a.name.split(".")[0] for a in node.names}
+    return binds, reads, imports
+
+
+def touched(nb, at: int, name: str) -> list[int]:
+    """The code cells from the parameters cell on whose output a change of ``name`` can reach: a cell that reads a
+    name the change may have touched runs again, and then everything it binds may have changed, and so may every
+    earlier cell's variable it reads (a method call can change an object in place; imported modules and
+    functions aside). A cell that binds such a name runs again too, so each name holds, cell by cell, what Run
+    All gives it (05 imports the module ``policy`` after a loop that binds ``policy`` to a string). Any other
+    cell shows what it showed: running it again would only repeat its work (in 12, the local model's six
+    tasks, which only LOCAL_MAX_TURNS reaches)."""
+    fixed = {k for k, v in defaults(nb.cells[at].source).items() if isinstance(v, (int, float, str, tuple))}
+    dirty, assigned, out = {name}, set(), []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        binds, reads, imports = names(cell.source)
+        if i == at:
+            out.append(i)  # it sets every parameter again; only ``name`` changes
+        elif i > at and (reads | binds | imports) & dirty:  # (binds: its value is back where Run All has it)
+            out.append(i)
+            dirty |= binds | (reads & assigned)
+        assigned |= binds - imports - (fixed if i == at else set())  # (a number or a string cannot change in place)
+    return out
+
+
 def refusal(client, nb, at, setup, values) -> str:
     """Run the parameters cell with ``values`` and the setup cell: the one line the setup cell shows."""
     nb.cells[at].source = source_with(values)
@@ -112,7 +152,7 @@ def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
                 assert line.startswith(f"ParameterError: {name} accepts ") and "\n" not in line, line
             for value in rule.inside()[:2]:  # both ends of the range; the defaults are nbval's run
                 nb.cells[at].source = source_with({**base, name: value})
-                for index in expected:
+                for index in touched(nb, at, name):
                     client.execute_cell(nb.cells[index], index)  # raises on an error output
                     got = kinds(nb.cells[index].outputs)
                     assert ("stream", "stderr") not in got, (name, value, nb.cells[index].source)
