@@ -45,7 +45,7 @@ MODULES: dict[str, list[str]] = {
     "state": ["test_journal", "test_loop", "test_naming", "test_bad_input", "test_crash", "test_operator",
               "test_edges"],
     "journal": ["test_journal", "test_crash", "test_integration", "test_seam", "test_hostile", "test_naming"],
-    "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile"],
+    "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile", "test_runs"],
     "lock": ["test_operator", "test_journal", "test_edges", "test_hostile"],
     "reply": ["test_reply", "test_conformance", "test_edges", "test_faults"],
 }
