@@ -43,7 +43,7 @@ MODULES: dict[str, list[str]] = {
     "dedupe": ["test_loop", "test_edges", "test_crash"],
     "policy": ["test_loop", "test_edges", "test_stops", "test_bad_input"],
     "state": ["test_journal", "test_loop", "test_naming", "test_bad_input", "test_crash", "test_operator",
-              "test_edges"],
+              "test_edges", "test_seam", "test_hostile", "test_runs"],
     "journal": ["test_journal", "test_crash", "test_integration", "test_seam", "test_hostile", "test_naming"],
     "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile", "test_runs"],
     "lock": ["test_operator", "test_journal", "test_edges", "test_hostile"],
