@@ -43,11 +43,11 @@ MODULES: dict[str, list[str]] = {
     "dedupe": ["test_loop", "test_edges", "test_crash"],
     "policy": ["test_loop", "test_edges", "test_stops", "test_bad_input"],
     "state": ["test_journal", "test_loop", "test_naming", "test_bad_input", "test_crash", "test_operator",
-              "test_edges"],
-    "journal": ["test_journal", "test_crash", "test_integration"],
-    "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile"],
+              "test_edges", "test_seam", "test_hostile", "test_runs"],
+    "journal": ["test_journal", "test_crash", "test_integration", "test_seam", "test_hostile", "test_naming"],
+    "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile", "test_runs"],
     "lock": ["test_operator", "test_journal", "test_edges", "test_hostile"],
-    "reply": ["test_reply", "test_conformance", "test_edges", "test_faults"],
+    "reply": ["test_reply", "test_conformance", "test_edges", "test_faults", "test_strict_budget"],
 }
 # Fast by the `make check` measure, but a second or more once each of its child processes imports the
 # mutated tree: run by `make check`, left out here.

@@ -306,8 +306,9 @@ def test_a_link_planted_for_the_journal_of_writes_or_the_trash_is_refused(tmp_pa
 
 
 # -- 6. sizes bounded before reading ---------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["r.json", "r.journal", "r.ledger.jsonl"])
-def test_a_huge_file_is_refused_in_one_line_without_being_read(tmp_path, name):
+@pytest.mark.parametrize("name, what", [("r.json", "a state file"), ("r.journal", "a run's journal"),
+                                        ("r.ledger.jsonl", "a ledger")], ids=["snapshot", "journal", "ledger"])
+def test_a_huge_file_is_refused_in_one_line_without_being_read(tmp_path, name, what):
     """A 3 GiB sparse file where the run keeps its snapshot, journal or ledger: refused by its size, before a
     byte is read (the memory the refusal takes is measured: a read would take gigabytes)."""
     d = saved_run(tmp_path)
@@ -318,6 +319,7 @@ def test_a_huge_file_is_refused_in_one_line_without_being_read(tmp_path, name):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert code == 2 and "3,221,225,472 bytes, more than the" in err and len(err.strip().splitlines()) == 1, err
+    assert f"MiB {what} may hold" in err, err  # which of the run's files it is
     assert peak < 64 * 2 ** 20, f"{peak:,} bytes allocated to refuse it"
 
 

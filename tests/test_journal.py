@@ -152,7 +152,9 @@ def test_a_well_framed_line_that_edits_the_run_is_refused_by_the_whole_state_che
     assert f"{state_path(d, 'r')} (with the " in str(e.value) and "cost_usd is not the sum of per_turn" in str(e.value)
     for entry, says in [({"set": {"messages": []}, "add": {}}, "sets 'messages'"),
                         ({"set": {}, "add": {"turns": [1]}}, "adds to 'turns'"),
-                        ({"set": [], "add": {}}, "not a change to a run")]:
+                        ({"set": [], "add": {}}, "not a change to a run"),
+                        ({"set": {}, "add": {"messages": {"role": "user"}}}, "adds to 'messages'"),
+                        ({"set": {}, "add": {"notes": []}}, "adds to 'notes'")]:
         path.write_bytes(path.read_bytes().rsplit(b"\n", 2)[0] + b"\n" +
                          frame({"j": last["j"], "n": last["n"] + 1, **entry}))
         with pytest.raises(StateFileError, match=says):
@@ -351,3 +353,138 @@ def test_a_field_that_changes_only_its_type_is_saved(tmp_path):
     state.own_cost_usd = 0.0
     save(state, tmp_path)  # equal to 0, but not the same in the file
     assert type(load(tmp_path, "r").own_cost_usd) is float and journal_path(tmp_path, "r").exists()
+
+
+# -- each rule at its edge, fast (found by make mutate: docs/mutation.md) ------------------------------------
+def bound_run(d, lines=0):
+    """A fresh run saved once (a compaction: bound to its journal), then ``lines`` messages, each its own save."""
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r")
+    save(state, d)
+    for i in range(lines):
+        state.messages.append({"role": "user", "content": f"line {i}"})
+        save(state, d)
+    return state
+
+
+def entries(d):
+    return [json.loads(line.split(b" ", 1)[1]) for line in journal_path(d, "r").read_bytes().splitlines()]
+
+
+def test_a_line_sets_only_what_changed_and_a_save_without_a_change_appends_nothing(tmp_path):
+    state = bound_run(tmp_path)
+    save(state, tmp_path)
+    assert not journal_path(tmp_path, "r").exists()  # nothing changed: not even an empty journal
+    state.error = "x"
+    save(state, tmp_path)
+    state.messages.append({"role": "user", "content": "more"})
+    save(state, tmp_path)
+    before = journal_path(tmp_path, "r").read_bytes()
+    save(state, tmp_path)
+    save(state, tmp_path, sync=False)
+    assert journal_path(tmp_path, "r").read_bytes() == before
+    assert [(e["set"], e["add"]) for e in entries(tmp_path)] == [
+        ({"error": "x"}, {}), ({}, {"messages": [{"role": "user", "content": "more"}]})]
+    assert load(tmp_path, "r").to_dict() == state.to_dict()
+
+
+def test_a_synced_save_fsyncs_the_journal_once_and_an_unsynced_one_not_at_all(tmp_path, monkeypatch):
+    """sync=False (a read's result) leaves its line to the next synced save, which fsyncs it even when it
+    changes nothing; a line already synced is not synced again."""
+    state = bound_run(tmp_path)
+    synced = []
+    monkeypatch.setattr(journal, "os", OsWith(fsync=lambda fd: (synced.append(fd), os.fsync(fd))))
+    state.messages.append({"role": "user", "content": "a read's result"})
+    save(state, tmp_path, sync=False)
+    fd = state.journal.fd
+    assert fd is not None and fd not in synced
+    save(state, tmp_path)
+    assert synced.count(fd) == 1
+    save(state, tmp_path)
+    assert synced.count(fd) == 1
+    state.messages.append({"role": "user", "content": "a paid reply"})
+    save(state, tmp_path)
+    assert synced.count(fd) == 2
+
+
+def test_a_bound_run_saved_elsewhere_or_without_its_snapshot_is_written_whole(tmp_path):
+    state = bound_run(tmp_path / "a", lines=1)
+    state.messages.append({"role": "user", "content": "to b"})
+    save(state, tmp_path / "b")  # another folder: its own snapshot there, the first folder's journal untouched
+    assert load(tmp_path / "b", "r").to_dict() == state.to_dict()
+    assert len(load(tmp_path / "a", "r").messages) == len(state.messages) - 1
+    save(state, tmp_path / "a")
+    state_path(tmp_path / "a", "r").unlink()  # the snapshot gone (an operator's mistake): the journal alone is no run
+    state.messages.append({"role": "user", "content": "after"})
+    save(state, tmp_path / "a")
+    assert load(tmp_path / "a", "r").to_dict() == state.to_dict()
+
+
+def test_the_journal_grows_to_exactly_its_snapshots_size_before_the_run_is_written_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal, "MIN_COMPACT", 0)
+    state = bound_run(tmp_path)
+    limit = state_path(tmp_path, "r").stat().st_size
+    state.error = ""
+    state.error = "x" * (limit - len(state.journal.delta(state)))  # a line of exactly the snapshot's size
+    assert len(state.journal.delta(state)) == limit
+    save(state, tmp_path)
+    assert journal_path(tmp_path, "r").stat().st_size == limit and state.journal.seq == 1  # appended
+    state.messages.append({"role": "user", "content": "one byte more"})
+    save(state, tmp_path)
+    assert state.journal.seq == 0 and state_path(tmp_path, "r").stat().st_size > limit  # rewritten whole
+    assert load(tmp_path, "r").to_dict() == state.to_dict()
+
+
+def test_a_value_json_cannot_hold_is_refused_before_it_reaches_the_journal(tmp_path):
+    """NaN: the snapshot refuses it (allow_nan=False), so a journal line must too, or the run on disk would
+    hold what no load accepts. The last save stays the run."""
+    state = bound_run(tmp_path, lines=1)
+    saved = state.to_dict()
+    state.meta["score"] = float("nan")
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        save(state, tmp_path)
+    assert load(tmp_path, "r").to_dict() == saved
+
+
+def replace_lines(d, *lines: bytes):
+    journal_path(d, "r").write_bytes(b"".join(lines))
+
+
+def test_a_checksum_that_is_not_hex_is_refused(tmp_path):
+    bound_run(tmp_path, lines=1)
+    line = journal_path(tmp_path, "r").read_bytes()
+    replace_lines(tmp_path, b"zzzzzzzz" + line[8:])
+    with pytest.raises(StateFileError, match="line 1 fails its checksum"):
+        load(tmp_path, "r")
+
+
+def test_a_damaged_line_among_an_older_snapshots_lines_is_refused(tmp_path):
+    """Lines of another snapshot are skipped, but each is still read: a damaged one is not what a crash leaves."""
+    bound_run(tmp_path, lines=3)
+    first, middle, last = journal_path(tmp_path, "r").read_bytes().splitlines(keepends=True)
+    state_path(tmp_path, "r").write_bytes(state_path(tmp_path, "r").read_bytes() + b" ")  # another snapshot
+    assert load(tmp_path, "r").messages == new_run(SYSTEM_PROMPT, TASK, "x").messages  # none of the lines apply
+    replace_lines(tmp_path, first, middle[:20] + bytes([middle[20] ^ 1]) + middle[21:], last)
+    with pytest.raises(StateFileError, match="line 2 fails its checksum"):
+        load(tmp_path, "r")
+
+
+def test_a_snapshot_refused_without_a_journal_does_not_speak_of_one(tmp_path):
+    state = bound_run(tmp_path)
+    state.status = "completed"
+    save(state, tmp_path)  # stopped: the snapshot alone
+    data = json.loads(state_path(tmp_path, "r").read_bytes())
+    state_path(tmp_path, "r").write_text(json.dumps({**data, "cost_usd": 1.0}))
+    with pytest.raises(StateFileError) as e:
+        load(tmp_path, "r")
+    assert str(e.value).startswith(f"{state_path(tmp_path, 'r')}: cost_usd is not the sum of per_turn")
+
+
+def test_a_line_adding_to_a_list_the_snapshot_lacks_starts_that_list(tmp_path):
+    """A snapshot may lack a list (state.check reads a missing one as empty); a line adding to it starts it."""
+    data = bound_run(tmp_path).to_dict()
+    del data["subruns"]
+    snapshot = json.dumps(data).encode()
+    state_path(tmp_path, "r").write_bytes(snapshot)
+    child = {"runId": "r.c1", "status": "completed", "turns": 1, "costUsd": 0.001}
+    replace_lines(tmp_path, frame({"j": journal.digest(snapshot), "n": 1, "set": {}, "add": {"subruns": [child]}}))
+    assert load(tmp_path, "r").subruns == [child]
