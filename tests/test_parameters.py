@@ -157,3 +157,20 @@ def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
                     got = kinds(nb.cells[index].outputs)
                     assert ("stream", "stderr") not in got, (name, value, nb.cells[index].source)
                     assert got == expected[index], (name, value, nb.cells[index].source)
+
+
+def test_a_changed_parameter_reruns_the_cells_it_reaches_and_the_ones_that_rebind_their_names():
+    """``touched`` (above) decides which cells the both-ends runs repeat: 12's local model runs again only for
+    the parameter that reaches it, and 05's cell that imports ``policy`` runs again because a touched loop binds
+    ``policy`` to a string before the cell that reads the module (Run All's order of names, kept)."""
+    def code_of(stem, *needles):
+        nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+        found = [next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and n in c.source) for n in needles]
+        return nb, cells(nb)[0], found
+
+    nb, at, (live, prompt) = code_of("12-local-model", "s12.live_run(", "s12.prompt_of(")
+    assert live in touched(nb, at, "LOCAL_MAX_TURNS")
+    assert live not in touched(nb, at, "PROMPT_TASK") and prompt in touched(nb, at, "PROMPT_TASK")
+    nb, at, (loop, imported, shown) = code_of("05-tool-errors", "lib[policy] = await run(",
+                                              "from harness_lib import loop, policy", "policy.error_text")
+    assert {loop, imported, shown} <= set(touched(nb, at, "CAP"))
