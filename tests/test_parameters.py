@@ -100,7 +100,7 @@ def touched(nb, at: int, name: str) -> list[int]:
     name the change may have touched runs again, and then everything it binds may have changed, and so may every
     earlier cell's variable it reads (a method call can change an object in place; imported modules and
     functions aside). A cell that binds such a name runs again too, so each name holds, cell by cell, what Run
-    All gives it (05 imports the module ``policy`` after a loop that binds ``policy`` to a string). Any other
+    All gives it (a module imported again after a loop bound its name to a string). Any other
     cell shows what it showed: running it again would only repeat its work (in 12, the local model's six
     tasks, which only LOCAL_MAX_TURNS reaches)."""
     fixed = {k for k, v in defaults(nb.cells[at].source).items() if isinstance(v, (int, float, str, tuple))}
@@ -161,7 +161,7 @@ def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
 
 def test_a_changed_parameter_reruns_the_cells_it_reaches_and_the_ones_that_rebind_their_names():
     """``touched`` (above) decides which cells the both-ends runs repeat: 12's local model runs again only for
-    the parameter that reaches it, and 05's cell that imports ``policy`` runs again because a touched loop binds
+    the parameter that reaches it, and a cell that imports ``policy`` runs again when a touched loop has bound
     ``policy`` to a string before the cell that reads the module (Run All's order of names, kept)."""
     def code_of(stem, *needles):
         nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
@@ -171,6 +171,10 @@ def test_a_changed_parameter_reruns_the_cells_it_reaches_and_the_ones_that_rebin
     nb, at, (live, prompt) = code_of("12-local-model", "s12.live_run(", "s12.prompt_of(")
     assert live in touched(nb, at, "LOCAL_MAX_TURNS")
     assert live not in touched(nb, at, "PROMPT_TASK") and prompt in touched(nb, at, "PROMPT_TASK")
-    nb, at, (loop, imported, shown) = code_of("05-tool-errors", "lib[policy] = await run(",
-                                              "from harness_lib import loop, policy", "policy.error_text")
-    assert {loop, imported, shown} <= set(touched(nb, at, "CAP"))
+    # a loop binds `policy` to a string between the cell that imports the module and the one that reads it (as
+    # 05 once did): the import runs again, so the reader cell sees the module, as after Run All
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in (
+        "CAP = 20", "from harness_lib import policy", "for policy in ('fatal',):\n    print(policy, CAP)",
+        "from harness_lib import policy", "policy.error_text")])
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    assert touched(nb, 0, "CAP") == [0, 2, 3, 4]
