@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import json
+import selectors
 import socket
+import socketserver
 import sys
 import threading
 import time
@@ -252,6 +255,27 @@ class _Server(ThreadingHTTPServer):
         self.requests = 0
         self.connections: set[socket.socket] = set()  # open client connections, closed on stop
         self.busy_s = 0.0  # time spent inside request handlers, injected latency included
+        self.stopping = False
+
+    def server_bind(self):
+        # (HTTPServer's also looks up the host's full name, socket.getfqdn: a DNS query on some machines,
+        # for CGI variables that nothing here uses)
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def serve(self, poll_s: float):
+        """socketserver's ``serve_forever``, but stopped by ``stop_serving`` at once: that one sees a request to
+        stop only when its select returns, at a connection or at the next poll."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            while not self.stopping:
+                if selector.select(poll_s) and not self.stopping:
+                    self._handle_request_noblock()
+
+    def stop_serving(self):
+        self.stopping = True
+        with contextlib.suppress(OSError):  # shut, the listening socket wakes the select now (Linux; elsewhere
+            self.socket.shutdown(socket.SHUT_RDWR)  # the loop sees ``stopping`` at its next poll)
 
     def close_connections(self):
         """End every kept-alive connection, so that a stopped provider answers nothing more."""
@@ -282,6 +306,8 @@ class _Server(ThreadingHTTPServer):
 
 class ScriptedProvider:
     """The scripted provider in a background thread. Use as a context manager; several may run at once."""
+
+    POLL_S = 0.05  # how often the server's thread looks whether it is asked to stop, if ``stop`` cannot wake it
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0):
         warm()  # ready to count before the first request, not during it
@@ -330,14 +356,14 @@ class ScriptedProvider:
 
     def start(self) -> "ScriptedProvider":
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                            name=f"scripted-provider-{self._server.server_address[1]}", daemon=True)
+            self._thread = threading.Thread(target=self._server.serve, args=(self.POLL_S,), daemon=True,
+                                            name=f"scripted-provider-{self._server.server_address[1]}")
             self._thread.start()
         return self
 
     def stop(self):
         if self._thread is not None:
-            self._server.shutdown()
+            self._server.stop_serving()
             self._thread.join()
             self._thread = None
         self._server.close_connections()
