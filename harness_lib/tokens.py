@@ -226,10 +226,11 @@ class _Memo:
 _memo = _Memo()
 
 
-@lru_cache(maxsize=1)
 def _memo_key() -> str:
-    """Which rank file and which split pattern the counts belong to."""
-    return hashlib.sha256(_shipped() + O200K_PATTERN.encode()).hexdigest()[:16]
+    """Which ranks and which split pattern the counts belong to. The ranks are always the ones tiktoken pins
+    (``encoding`` builds from nothing else: ``ranks`` verifies them, or reads a cache made from verified ones),
+    so their pinned sha256 names them, and a process the memo answers never reads the rank file."""
+    return hashlib.sha256((O200K_SHA256 + O200K_PATTERN).encode()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

@@ -4,12 +4,14 @@ measures it): nothing here is timed, each test pins a piece of work the command 
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 
 import httpx
 import pytest
 
+from harness_lib import tokens
 from harness_lib.scripted import ScriptedProvider
 
 
@@ -37,3 +39,19 @@ def test_the_provider_starts_without_asking_the_resolver(monkeypatch):
     with ScriptedProvider() as provider:
         assert httpx.get(provider.base_url + "/models").status_code == 200
 
+
+@pytest.mark.slow
+def test_counting_known_texts_never_reads_the_rank_file(tmp_path, monkeypatch):
+    """The memo of piece counts is named by the ranks tiktoken pins, not by reading and hashing the shipped rank
+    file: a new process that the memo answers does not open it (1.7 MB, read and hashed at every start before)."""
+    monkeypatch.setenv("HARNESS_LIB_CACHE", str(tmp_path))
+    monkeypatch.setattr(tokens, "_memo", tokens._Memo())
+    text = "Which file mentions a timeout? errors.log, worker 7"
+    expected = tokens.count(text)  # learnt: the encoder counted it, and its pieces
+    code = ("import sys; from harness_lib import tokens\n"
+            "def no_rank_file(): raise AssertionError('the rank file was read')\n"
+            "tokens._shipped = no_rank_file\n"
+            "tokens.warm(); print(tokens.count(sys.argv[1]))")
+    r = subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) == expected
