@@ -7,10 +7,12 @@ costs before it does anything: its imports and its parser) and ``python -m harne
 the scripted provider and its tokenizer, a three-turn run), for this tree and for the tree at git ``REF``
 (default ``HEAD~1``; ``git archive`` into a temporary folder, run from there, so ``-m`` imports that tree's
 package), and ``run plan`` for this tree with the rank cache off (``HARNESS_LIB_CACHE=off``: a first run
-on a new machine). Bytecode is written and used (``PYTHONDONTWRITEBYTECODE`` unset), as for an installed
+on a new machine). Beside them, the floor: a fresh interpreter that only imports what any run needs before
+the harness does anything (asyncio, httpx, and what httpx imports when it first connects: httpcore, anyio's
+asyncio backend, h11). Bytecode is written and used (``PYTHONDONTWRITEBYTECODE`` unset), as for an installed
 package; the first round is a warm-up, not counted. The variants alternate, so a slow second of a shared
 machine falls on all of them; medians and ranges of the wall time and of the CPU time (user + system of
-the child, which a busy machine inflates less).
+the child, from ``getrusage``, which a busy machine inflates less than the wall time).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,21 +42,22 @@ def export(ref: str, into: Path):
         tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
 
 
-COMMANDS = {"--help": ("usage:", ["--help"]), "run plan": ("status=completed", ["run", "plan"])}
+COMMANDS = {"--help": ("usage:", ["-m", "harness_lib", "--help"]),
+            "run plan": ("status=completed", ["-m", "harness_lib", "run", "plan"])}
+FLOOR = ("imported", ["-c", "import asyncio, httpx, httpcore, anyio._backends._asyncio, h11; print('imported')"])
 
 
 def timed(command: str, cwd: Path, env: dict) -> tuple[float, float]:
-    """(wall ms, CPU ms) of ``python -m harness_lib COMMAND`` in ``cwd``."""
-    expect, argv = COMMANDS[command]
-    cpu0 = os.times()
+    """(wall ms, CPU ms) of ``python -m harness_lib COMMAND`` (or, ``floor``, of the imports alone) in ``cwd``."""
+    expect, argv = COMMANDS.get(command, FLOOR)
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "harness_lib", *argv], cwd=cwd, env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True)
     ms = (time.perf_counter() - t0) * 1000
-    cpu1 = os.times()
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0 or expect not in r.stdout:
         raise RuntimeError(f"{command} failed in {cwd}: {r.stdout}{r.stderr}")
-    return ms, (cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) * 1000
+    return ms, (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) * 1000
 
 
 def main(argv=None) -> int:
@@ -68,6 +72,7 @@ def main(argv=None) -> int:
         variants = {(c, f"before ({args.before})"): (before, env) for c in COMMANDS}
         variants.update({(c, "after"): (ROOT, env) for c in COMMANDS})
         variants[("run plan", "after, no rank cache")] = (ROOT, {**env, "HARNESS_LIB_CACHE": "off"})
+        variants[("floor", "asyncio + httpx imports")] = (ROOT, env)
         for (command, _), (cwd, e) in variants.items():  # the rank cache and the bytecode exist before the clock
             timed(command, cwd, e)
         times: dict[tuple[str, str], list[tuple[float, float]]] = {v: [] for v in variants}
@@ -75,15 +80,16 @@ def main(argv=None) -> int:
             for (command, name), (cwd, e) in variants.items():
                 times[command, name].append(timed(command, cwd, e))
     print(f"python -m harness_lib COMMAND, {args.repeats} alternating runs; load average {os.getloadavg()[0]:.2f}")
-    for command in COMMANDS:
-        base = statistics.median(w for w, _ in times[command, f"before ({args.before})"])
+    for command in [*COMMANDS, "floor"]:
+        base = statistics.median(w for w, _ in times.get((command, f"before ({args.before})"), [(0, 0)]))
         for (c, name), runs in times.items():
             if c != command:
                 continue
             wall, cpu = [w for w, _ in runs], [u for _, u in runs]
-            print(f"  {command:9s} {name:22s} wall median {statistics.median(wall):6.0f} ms (range {min(wall):.0f}-"
-                  f"{max(wall):.0f}), ratio to before {statistics.median(wall) / base:.2f};  CPU median "
-                  f"{statistics.median(cpu):5.0f} ms")
+            ratio = f"ratio to before {statistics.median(wall) / base:.2f}" if base else "(the same in both trees)"
+            print(f"  {command:9s} {name:23s} wall median {statistics.median(wall):6.0f} ms (range {min(wall):.0f}-"
+                  f"{max(wall):.0f}), {ratio};  CPU median {statistics.median(cpu):5.0f} ms (range "
+                  f"{min(cpu):.0f}-{max(cpu):.0f})")
     return 0
 
 
