@@ -172,7 +172,7 @@ def server_args(path: Path, host: str, port: int, *, chat_format: str, n_ctx: in
                 seed: int, prompt_log: Path, max_calls: int) -> list[str]:
     return ["--model", str(path), "--model_alias", MODEL_NAME,
             "--host", host, "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
-            "--n_threads", str(n_threads), "--n_threads_batch", str(os.cpu_count() or 1), "--seed", str(seed),
+            "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads), "--seed", str(seed),
             "--verbose", "False", "--prompt_log", str(prompt_log), "--max_calls", str(max_calls)]
 
 
@@ -197,9 +197,10 @@ class LocalModel:
             raise ValueError(f"ready_timeout_s must be above 0, got {ready_timeout_s!r}")
         self.path, self.sha256, self.requested_port, self.host = path, sha256, port, host
         self.chat_format, self.n_ctx, self.seed = chat_format, n_ctx, seed
-        # One thread generates: llama.cpp's threads wait for each other at every step, and on a machine
-        # whose cores are busy with other work that made a token 3 times slower with two threads than
-        # with one (measured here, 2 cores, load 9). Reading the prompt uses every core.
+        # One thread generates and reads the prompt: llama.cpp's threads wait for each other at every step,
+        # and on a machine whose cores are busy with other work that made a token 3 times slower with two
+        # threads than with one (measured here, 2 cores, load 9). Reading the prompt with both cores gained
+        # 10 % on an idle machine and lost 3 to 7 times beside one busy core (docs/local-model.md).
         self.n_threads = n_threads or 1
         self.ready_timeout_s, self.stop_timeout_s = ready_timeout_s, stop_timeout_s
         self.progress, self.command, self.max_calls = progress, command, max_calls

@@ -553,3 +553,13 @@ def test_a_run_on_the_local_model_resumes_on_it_and_its_port_is_no_change(fake_i
     assert changes == [{"max_turns": {"old": 1, "new": 2}}, {"max_turns": {"old": 2, "new": 3}}]
     assert cli.main(["resume", "r1", "--state-dir", str(tmp_path), "--local-model", "--base-url", "http://x/v1"]) == 2
     assert "not allowed with --base-url" in capsys.readouterr().err
+
+
+def test_the_server_reads_the_prompt_with_as_many_threads_as_it_generates_with(tmp_path, monkeypatch):
+    """llama.cpp's threads wait for each other at every step: a second thread reading the prompt beside a busy
+    core made notebook 12's six tasks 3 to 7 times slower (docs/local-model.md). One thread does both."""
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 8)
+    args = local.server_args(tmp_path / "m.gguf", "127.0.0.1", 1, chat_format=local.CHAT_FORMAT, n_ctx=2048,
+                             n_threads=1, seed=0, prompt_log=tmp_path / "log", max_calls=1)
+    assert args[args.index("--n_threads") + 1] == args[args.index("--n_threads_batch") + 1] == "1"
+    assert LocalModel(tmp_path / "m.gguf", command=FAKE).n_threads == 1
