@@ -20,8 +20,11 @@ chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
 	$(BIN)/python -m harness_lib.chapter.translations build --brief
 
+# One worker process per core (pytest-xdist; tests/conftest.py says what stays together and what goes first):
+# `make test TEST_JOBS=0` runs it all in pytest's own process, as before.
+TEST_JOBS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
+	$(BIN)/python -m pytest -n $(TEST_JOBS) tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -p no:cacheprovider
 
 # The developer's loop: every test but those marked `slow` (child processes, real sleeps, the browser, the
 # notebooks, the campaigns). `make test` runs everything, as CI does: run it before you push.

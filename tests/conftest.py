@@ -41,3 +41,62 @@ def faulty():
 @pytest.fixture(scope="module")
 def url(provider):
     return provider.base_url
+
+
+# -- make test on every core ---------------------------------------------------------------------------------
+# `make test` runs the suite in one worker process per core (pytest-xdist). The unit of work a worker takes is a
+# file: a notebook's nbval cells share one kernel and run in order, and a test file's module-scoped fixtures
+# (the crash and operator campaigns, JupyterLab) are set up once. The files in SPREAD are the exception: each of
+# their tests is a unit of its own (one slow, independent test per notebook, in kernels of its own).
+# The heaviest units go first, so that the workers end together instead of one waiting on a long test taken
+# last: HEAVIEST lists them, most first, by what each took in a CI run (`PYTEST_ADDOPTS=--durations=60 make
+# test`, docs/benchmarks.md); the rest keep their order. Only the order in which the workers take the tests
+# changes: `make check`, and `make test TEST_JOBS=0`, run them in file order.
+SPREAD = ("tests/test_parameters.py", "tests/test_notebooks.py")
+HEAVIEST = (
+    "tests/test_browser.py",
+    "tests/test_operator.py",
+    "tests/test_crash.py",
+    "tests/test_parameters.py::test_every_parameter_at_its_edges_and_past_them[12-",
+    "tests/test_local_model.py",
+    "notebooks/12-",
+    "tests/test_loaded.py",
+    "tests/test_notebooks.py::test_every_cell_runs_again_alone_after_run_all[12-",
+    "tests/test_parameters.py::test_every_parameter_at_its_edges_and_past_them[09-",
+    "tests/test_notebooks.py::test_every_cell_runs_again_alone_after_run_all[09-",
+    "tests/test_sliders.py",
+    "tests/test_parameters.py::test_every_parameter_at_its_edges_and_past_them",
+    "tests/test_notebooks.py::test_every_cell_runs_again_alone_after_run_all",
+    "tests/test_reader_params.py",
+    "tests/test_kernel_stop.py",
+    "tests/test_figures.py",
+    "tests/test_packaging.py",
+    "tests/test_types.py",
+)
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return nodeid if path in SPREAD else path
+
+
+def _rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(HEAVIEST) if nodeid.startswith(prefix)), len(HEAVIEST))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """The controller's: units of work as above, taken in the order the workers collected them."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # xdist's default puts the units with the most tests first
+    return ByFile(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A worker's (it collects, the controller does not): the heaviest first, each file's tests in its order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: _rank(item.nodeid))

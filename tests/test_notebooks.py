@@ -7,6 +7,7 @@ import asyncio
 import base64
 import os
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -473,7 +474,7 @@ def test_every_notebook_builds_its_piece_and_a_test_holds_it_to_the_library(path
 
 
 @pytest.mark.slow
-def test_executing_a_notebook_is_quiet_and_leaves_no_kernel(tmp_path, capfd):
+def test_executing_a_notebook_is_quiet_and_leaves_no_kernel(tmp_path, capfd, monkeypatch):
     """`make chapter` said "Kernel is running over TCP without encryption" once a notebook (issue 22 item 8): its
     kernels talk over local sockets now, and each is shut down, its socket folder gone, when its notebook ends."""
     import glob
@@ -482,6 +483,10 @@ def test_executing_a_notebook_is_quiet_and_leaves_no_kernel(tmp_path, capfd):
     path = tmp_path / "tiny.ipynb"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os; print(os.getpid())")])
     nbformat.write(nb, path)
+    # a temporary folder of the test's own: another test's kernels (make test runs two at once) are not ours
+    # (a short path: the kernel's sockets are files in it, and a socket's path is at most 107 bytes)
+    own = tempfile.mkdtemp(prefix="hk-")
+    monkeypatch.setattr(tempfile, "tempdir", own)
     before = set(glob.glob(f"{tempfile.gettempdir()}/harness-kernel-*"))
     lines = []
     notebooks.execute_all([path], say=lines.append)
@@ -492,3 +497,5 @@ def test_executing_a_notebook_is_quiet_and_leaves_no_kernel(tmp_path, capfd):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # shut down, not left to notice its parent is gone
     assert set(glob.glob(f"{tempfile.gettempdir()}/harness-kernel-*")) == before
+    monkeypatch.undo()
+    shutil.rmtree(own)
