@@ -63,6 +63,11 @@ only_mutate = ["harness_lib/{module}.py"]
 do_not_mutate_patterns = ['^\\s*raise ']
 pytest_add_cli_args_test_selection = [{selection}]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
+# A mutant's tests get (their clean run's seconds + 10) x 5 before it counts as a timeout (mutmut's default,
+# (s + 1) x 15, gave a run made endless 8 minutes): five times the clean run, whose seconds were measured in
+# the same run, on the same shared machine, and at least 50 s for the quickest.
+timeout_multiplier = 5.0
+timeout_constant = 10.0
 """
 NAME = re.compile(r"harness_lib\.\w+\.x\S+?__mutmut_\d+")
 
@@ -131,7 +136,8 @@ def diffs(folder: Path, module: str, names: list[str]) -> dict[str, list[str]]:
     """Each mutant's changed lines against the original function (what ``mutmut show`` prints, read from the
     file mutmut wrote: one ``mutmut show`` each took seconds)."""
     source = (folder / "mutants" / "harness_lib" / f"{module}.py").read_text()
-    functions = {node.name: ast.get_source_segment(source, node) or "" for node in ast.walk(ast.parse(source))
+    lines = source.splitlines()  # once: ast.get_source_segment splits the whole file each call (4 min for reply)
+    functions = {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(ast.parse(source))
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name}
     out = {}
     for name in names:
