@@ -29,6 +29,7 @@ from harness_lib import cli, dedupe, ledger, loop, policy, stops
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
+from harness_lib.pricing import UNPRICED
 from harness_lib.state import approve, load, new_run, reject, save
 from harness_lib.subagent import research_tool
 from harness_lib.terminal import visible
@@ -520,9 +521,9 @@ def test_the_tool_log_keeps_a_calls_milliseconds_to_a_tenth_and_the_trace_to_a_w
             self.now += 0.0123456
             return self.now
     monkeypatch.setattr(loop, "time", Clock())
-    s, events = played(FakeModel([asks(call("l1", "look", {"text": "a"}))]), Counted().tools())
-    assert [r["ms"] for r in s.tool_log] == [12.3]
-    assert [e["ms"] for e in events if e["type"] == "tool_result"] == [12]
+    s, events = played(FakeModel([asks(call("l1", "look", {"text": "a"}), call("x1", "nope", {}))]), Counted().tools())
+    assert [(r["ok"], r["ms"]) for r in s.tool_log] == [(True, 12.3), (False, 12.3)]  # a failure timed alike
+    assert [e["ms"] for e in events if e["type"] == "tool_result"] == [12, 12]
 
 
 def test_a_reads_answer_is_saved_without_an_fsync(tmp_path, monkeypatch):
@@ -543,3 +544,9 @@ def test_a_call_read_once_says_why_its_arguments_cannot_be_read_and_nothing_when
     assert (good.args, good.bad_args) == ({"text": "a"}, None)
     bad = loop.Call.parse(call("l2", "look", "[1]"))
     assert (bad.args, bad.bad_args, bad.raw_args) == (None, "arguments must be a JSON object", "[1]")
+
+
+def test_a_run_without_prices_ends_saying_no_dollars():
+    s, events = played(FakeModel([{"role": "assistant", "content": "done"}]), Counted().tools(), pricing=UNPRICED)
+    assert s.status == "completed" and events[-1]["type"] == "run_stopped" and events[-1]["costUsd"] is None
+
