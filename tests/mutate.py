@@ -38,15 +38,15 @@ MUTMUT = Path(sys.executable).parent / "mutmut"  # the `mutate` extra's, beside 
 MODULES: dict[str, list[str]] = {
     "loop": ["test_loop", "test_edges", "test_properties", "test_crash", "test_faults", "test_bad_input", "test_stops",
              "test_strict_budget", "test_conformance", "test_journal"],
-    "stops": ["test_stops", "test_edges", "test_loop"],
-    "budget": ["test_strict_budget", "test_edges"],
-    "dedupe": ["test_loop", "test_edges", "test_crash"],
-    "policy": ["test_loop", "test_edges", "test_stops", "test_bad_input"],
+    "stops": ["test_stops", "test_edges", "test_loop", "test_options"],
+    "budget": ["test_strict_budget", "test_edges", "test_options", "test_runs"],
+    "dedupe": ["test_loop", "test_edges", "test_crash", "test_options"],
+    "policy": ["test_loop", "test_edges", "test_stops", "test_bad_input", "test_options"],
     "state": ["test_journal", "test_loop", "test_naming", "test_bad_input", "test_crash", "test_operator",
               "test_edges", "test_seam", "test_hostile", "test_runs"],
     "journal": ["test_journal", "test_crash", "test_integration", "test_seam", "test_hostile", "test_naming"],
     "ledger": ["test_operator", "test_naming", "test_edges", "test_hostile", "test_runs"],
-    "lock": ["test_operator", "test_journal", "test_edges", "test_hostile"],
+    "lock": ["test_operator", "test_journal", "test_edges", "test_hostile", "test_runs"],
     "reply": ["test_reply", "test_conformance", "test_edges", "test_faults", "test_strict_budget"],
 }
 # Fast by the `make check` measure, but a second or more once each of its child processes imports the
