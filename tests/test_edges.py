@@ -29,6 +29,7 @@ from harness_lib import cli, dedupe, ledger, loop, policy, stops
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
+from harness_lib.pricing import UNPRICED
 from harness_lib.state import approve, load, new_run, reject, save
 from harness_lib.subagent import research_tool
 from harness_lib.terminal import visible
@@ -510,3 +511,42 @@ def test_a_disk_that_fills_up_stops_the_run_and_says_so(tmp_path, monkeypatch):
     assert (s.status, s.interruption) == ("interrupted", {"type": "cancelled", "reason": s.error})
     assert s.error == "cannot write the run's files: [Errno 28] No space left on device" and s.turns == 1
     assert load(tmp_path, s.run_id).turns == 1  # the paid turn was saved before the disk filled
+
+
+def test_the_tool_log_keeps_a_calls_milliseconds_to_a_tenth_and_the_trace_to_a_whole_one(monkeypatch):
+    class Clock:  # 12.3456 ms between any two readings
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 0.0123456
+            return self.now
+    monkeypatch.setattr(loop, "time", Clock())
+    s, events = played(FakeModel([asks(call("l1", "look", {"text": "a"}), call("x1", "nope", {}))]), Counted().tools())
+    assert [(r["ok"], r["ms"]) for r in s.tool_log] == [(True, 12.3), (False, 12.3)]  # a failure timed alike
+    assert [e["ms"] for e in events if e["type"] == "tool_result"] == [12, 12]
+
+
+def test_a_reads_answer_is_saved_without_an_fsync(tmp_path, monkeypatch):
+    """A read may simply run again, so the save of its answer waits for the next synced one (state.save)."""
+    saves, real_save = [], loop.save
+
+    def recorded(state, directory, *, sync=True):
+        saves.append((len(state.tool_log), bool(sync)))
+        return real_save(state, directory, sync=sync)
+    monkeypatch.setattr(loop, "save", recorded)
+    s, _ = played(FakeModel([asks(call("l1", "look", {"text": "a"}))]), Counted().tools(), state_dir=tmp_path)
+    assert s.status == "completed" and saves[[n for n, _ in saves].index(1)] == (1, False)
+    assert saves[-1] == (1, True)  # the run's end is on disk
+
+
+def test_a_call_read_once_says_why_its_arguments_cannot_be_read_and_nothing_when_they_can():
+    good = loop.Call.parse(call("l1", "look", {"text": "a"}))
+    assert (good.args, good.bad_args) == ({"text": "a"}, None)
+    bad = loop.Call.parse(call("l2", "look", "[1]"))
+    assert (bad.args, bad.bad_args, bad.raw_args) == (None, "arguments must be a JSON object", "[1]")
+
+
+def test_a_run_without_prices_ends_saying_no_dollars():
+    s, events = played(FakeModel([{"role": "assistant", "content": "done"}]), Counted().tools(), pricing=UNPRICED)
+    assert s.status == "completed" and events[-1]["type"] == "run_stopped" and events[-1]["costUsd"] is None
+

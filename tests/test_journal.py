@@ -488,3 +488,31 @@ def test_a_line_adding_to_a_list_the_snapshot_lacks_starts_that_list(tmp_path):
     child = {"runId": "r.c1", "status": "completed", "turns": 1, "costUsd": 0.001}
     replace_lines(tmp_path, frame({"j": journal.digest(snapshot), "n": 1, "set": {}, "add": {"subruns": [child]}}))
     assert load(tmp_path, "r").subruns == [child]
+
+
+def test_a_reserve_holds_exactly_its_bytes_written_as_zeros_where_they_cannot_be_allocated(tmp_path, monkeypatch):
+    """The reserve is `size` bytes; a file system without fallocate gets them written, 64 KiB at a time, once
+    each; any other failure is raised and leaves no reserve behind."""
+    assert make_reserve(tmp_path, "r", 1000).stat().st_size == 1000
+    size, writes, real_pwrite = 2 * (1 << 16) + 5, [], os.pwrite
+
+    def pwrite(fd, data, offset):
+        writes.append((offset, len(data)))
+        if sum(n for _, n in writes) > size + 1:  # the two reserves below, each once
+            raise AssertionError("the reserve was written more than once over")
+        return real_pwrite(fd, data, offset)
+
+    def cannot(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+    monkeypatch.setattr(os, "posix_fallocate", cannot)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    assert make_reserve(tmp_path, "big", size).read_bytes() == b"\0" * size
+    assert writes == [(0, 1 << 16), (1 << 16, 1 << 16), (2 << 16, 5)]
+    assert make_reserve(tmp_path, "one", 1).read_bytes() == b"\0"
+
+    def broken(fd, offset, length):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(os, "posix_fallocate", broken)
+    with pytest.raises(OSError) as e:
+        make_reserve(tmp_path, "lost", size)
+    assert e.value.errno == errno.EIO and not state_module.reserve_path(tmp_path, "lost").exists()
