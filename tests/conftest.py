@@ -84,6 +84,7 @@ def _rank(nodeid: str) -> int:
     return next((i for i, prefix in enumerate(HEAVIEST) if nodeid.startswith(prefix)), len(HEAVIEST))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist, pytest would refuse it as unknown
 def pytest_xdist_make_scheduler(config, log):
     """The controller's: units of work as above, taken in the order the workers collected them."""
     from xdist.scheduler import LoadScopeScheduling
