@@ -86,7 +86,10 @@ def _rank(nodeid: str) -> int:
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist, pytest would refuse it as unknown
 def pytest_xdist_make_scheduler(config, log):
-    """The controller's: units of work as above, taken in the order the workers collected them."""
+    """The controller's: units of work as above, taken in the order the workers collected them. Only for xdist's
+    default distribution (what `-n` alone gives): a `--dist` asked for on the command line is xdist's to do."""
+    if config.getoption("dist") != "load":
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
