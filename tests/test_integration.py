@@ -110,6 +110,23 @@ def test_resume_after_kill_with_a_readers_hold_is_not_reported_as_the_chapters(u
     assert all("HOLD_MS=100" in k or "never killed" in k for k in out.measured)
 
 
+@pytest.mark.slow  # a child process
+def test_resume_after_kill_when_the_child_finishes_first_reports_it_and_does_not_resume(url, monkeypatch):
+    """With HOLD_MS at 0 the child can finish the run between two looks at its state file (CI saw it once, in
+    test_parameters' 08 edges): there is then nothing to resume, and resuming a completed run is refused. The
+    table says so and the figures are the child's, never counted as the chapter's. Made certain here by never
+    seeing the kill point, so the child always ends by itself."""
+    from harness_lib.chapter import s08_resume as s08
+    from harness_lib.chapter.report import chapter_only
+
+    monkeypatch.setattr(s08, "_saved_tool_results", lambda *_: 0)
+    out = asyncio.run(s08.resume_after_kill(url, hold_ms=0))
+    assert list(out.table.index) == ["child ended by itself before the kill point (exit 0)",
+                                     "not resumed: the child's run is completed"]
+    assert out.finished.status == "completed" and out.finished.turns == out.restored.turns == 3
+    assert chapter_only(out.measured) == {} and all("never killed" in k for k in out.measured)
+
+
 def test_the_report_names_files_that_exist(tmp_path, monkeypatch):
     """After the data moved into the package, reports/chapter.md still sent its reader to
     `data/chapter_figures.csv` for the tolerances: every file the report names must be there."""

@@ -70,7 +70,7 @@ class ResumeAfterKill(NamedTuple):
     events: list            # the trace's events, both processes
     measured: Measured
     restored: RunState      # the run as the killed child left it on disk
-    finished: RunState      # the same run, finished here
+    finished: RunState      # the same run, finished here (or by the child, when it ended before the kill)
 
 
 @all_or_nothing
@@ -126,23 +126,26 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
         # Resumed as an operator resumes it (runs.resume, what `python -m harness_lib resume` calls): owned
         # here (its lock), checked against the record the child's `run` left (its ledger), continued with the
         # options it was started with (its cap, its trace, the held provider it was started against).
-        finished = await runs.resume(state_dir, run_id)
+        if restored.continuable:
+            finished, last = (await runs.resume(state_dir, run_id)).state, "resumed here and finished"
+        else:  # the child ended the run between two looks at its state (a short hold): there is nothing to resume
+            finished, last = restored, f"not resumed: the child's run is {restored.status}"
     events = read(trace_path)
     all_runs = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in events if e["type"] == "tool_start"]
     table = pd.DataFrame([
         {"moment": moment, **snapshot, "tool runs so far": ", ".join(before)},
-        {"moment": "resumed here and finished", "turns": finished.state.turns,
-         "cost_usd": round(finished.state.own_cost_usd, 6), "messages": len(finished.state.messages),
-         "status": finished.state.status, "tool runs so far": ", ".join(all_runs)}]).set_index("moment")
+        {"moment": last, "turns": finished.turns, "cost_usd": round(finished.own_cost_usd, 6),
+         "messages": len(finished.messages), "status": finished.status,
+         "tool runs so far": ", ".join(all_runs)}]).set_index("moment")
     measured = {"resume.restored_turns": snapshot["turns"], "resume.restored_cost": snapshot["cost_usd"],
                 "resume.restored_messages": snapshot["messages"], "resume.restored_status": snapshot["status"],
-                "resume.turns": finished.state.turns, "resume.cost": finished.state.own_cost_usd,
-                "resume.status": finished.state.status, "resume.tool_runs": ", ".join(all_runs)}
+                "resume.turns": finished.turns, "resume.cost": finished.own_cost_usd,
+                "resume.status": finished.status, "resume.tool_runs": ", ".join(all_runs)}
     if not killed or kill_after_tool_results != 2:
         measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
     elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
         measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
-    return ResumeAfterKill(table, events, measured, restored, finished.state)
+    return ResumeAfterKill(table, events, measured, restored, finished)
 
 
 def _saved_tool_results(state_dir: Path, run_id: str) -> int:
