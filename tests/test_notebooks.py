@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
-from output_kinds import kinds
 
 from harness_lib.chapter import common, notebooks, plots
 from harness_lib.chapter import s01_loop as s01
@@ -432,25 +431,6 @@ def test_notebooks_print_no_temporary_paths_or_random_ids():
         assert "/tmp/" not in text and "harness-ws-" not in text, path.name
         assert not re.search(r"chatcmpl-[0-9a-f]{8}", text), path.name
 
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_every_cell_runs_again_alone_after_run_all(path, tmp_path):
-    """Run All, then every code cell once more on its own, last first: each gives the same kind of result
-    (the provider outlives every cell; no cell consumes what another made)."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    # a hang guard, not a measure: 12's live cell runs six tasks on a local model (70 s on two idle cores)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-        first = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
-        for index in reversed(first):
-            client.execute_cell(nb.cells[index], index)  # raises on an error output
-            assert kinds(nb.cells[index].outputs) == first[index], nb.cells[index].source
 
 
 def test_a_build_cell_that_runs_something_is_refused(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ the setup cell, never a traceback and never a later cell. Then it sets the value
 ends of its range, one parameter at a time (the others at their defaults), and runs the notebook again from the
 parameters cell: no cell fails or writes to stderr, and every cell shows the same kinds of output (text, tables,
 plots) as with the defaults. One kernel per notebook; the provider outlives the re-runs, as in a reader's session.
+Before the parameters, in the same kernel after Run All, every code cell runs once more on its own.
 """
 
 from __future__ import annotations
@@ -135,7 +136,12 @@ def refusal(client, nb, at, setup, values) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
+def test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them(path, tmp_path):
+    """A reader's session in one kernel: Run All; then every code cell once more on its own, last first, each
+    giving the same kinds of output (the provider outlives every cell; no cell consumes what another made); then
+    every parameter refused past its bounds and run at both ends of its range, as the module's docstring says.
+    (One kernel and one Run All for both: they were two tests, each starting its own kernel and running the
+    notebook whole, 12's live model included, before doing what it tests.)"""
     nb = nbformat.read(path, as_version=4)
     at, setup = cells(nb)
     spec = module_of(path).PARAMETERS
@@ -145,7 +151,11 @@ def test_every_parameter_at_its_edges_and_past_them(path, tmp_path):
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
-        expected = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code" and i >= at}
+        first = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+        for index in reversed(first):
+            client.execute_cell(nb.cells[index], index)  # raises on an error output
+            assert kinds(nb.cells[index].outputs) == first[index], ("again alone", nb.cells[index].source)
+        expected = {i: k for i, k in first.items() if i >= at}
         for name, rule in spec.items():
             for value in rule.outside():
                 line = refusal(client, nb, at, setup, {**base, name: value})
