@@ -3,7 +3,10 @@
 The crash campaign proves a run survives SIGKILL; this one proves it survives its operator. Every case runs
 the real command line (``python -m harness_lib``, in child processes where timing or signals matter, in
 process where they do not) against a scripted provider that counts the requests it is billed for, and
-checks what an operator could lose:
+checks what an operator could lose. The children are forked from a fork server that imported the harness once
+(``tests/warm.py``: each a process of its own, signalled alone, without Python's 0.3 s start-up), but for a
+sample on fresh interpreters, so the real ``python -m harness_lib`` start-up stays covered: every 7th race,
+and the signals timed from the spawn (those meant to land while Python starts); ``--fresh``: all of them.
 
 * **races**: two commands on one run at the same instant (approve + approve, approve + reject, resume +
   resume under a budget, run + run with one run id, resume of a run that is still live);
@@ -50,6 +53,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import warm
+
 from harness_lib import cli
 from harness_lib.scripted import ScriptedProvider
 from harness_lib.state import StateFileError, load
@@ -82,6 +87,7 @@ class Case:
     turns_lost_to_a_second_signal: int = 0
     run_lost: bool = False
     note: str = ""
+    fresh: bool = False  # its children were fresh interpreters
 
     def expect(self, ok: bool, problem: str):
         if not ok:
@@ -102,12 +108,17 @@ def in_process(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def spawn(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([*PY, *map(str, argv)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+_launcher: warm.Launcher | None = None  # set by campaign(): the fork server its warm children start from
 
 
-def finish(p: subprocess.Popen) -> tuple[int, str, str]:
+def spawn(*argv: str, fresh: bool = False) -> subprocess.Popen | warm.Child:
+    """``python -m harness_lib ARGV`` in a child: forked from the campaign's fork server when there is one
+    (``tests/warm.py``: a process of its own, without Python's 0.3 s start-up), else a fresh interpreter."""
+    launch = subprocess.Popen if fresh or _launcher is None else _launcher
+    return launch([*PY, *map(str, argv)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p: subprocess.Popen | warm.Child) -> tuple[int, str, str]:
     out, err = p.communicate(timeout=120)
     return p.returncode, out, err
 
@@ -165,8 +176,8 @@ def deletions(ws_root: Path) -> int:
 RACES = ("approve+approve", "approve+reject", "resume+resume", "run+run", "resume-while-live")
 
 
-def race(kind: str, rng: random.Random) -> Case:
-    case = Case("race", kind)
+def race(kind: str, rng: random.Random, fresh: bool = False) -> Case:
+    case = Case("race", kind, fresh=fresh or _launcher is None)
     latency = 20 if kind == "resume-while-live" else rng.choice([0, 5, 20])
     with tempfile.TemporaryDirectory(prefix="harness-race-") as tmp, ScriptedProvider(latency_ms=latency) as provider:
         d, url, rid = Path(tmp) / "runs", provider.base_url, "r"
@@ -184,9 +195,9 @@ def race(kind: str, rng: random.Random) -> Case:
             second = ["resume", rid, *common] if kind == "resume-while-live" else first
         else:
             first = second = ["run", "plan", "--run-id", rid, *common]
-        a = spawn(*first)
+        a = spawn(*first, fresh=fresh)
         time.sleep(rng.uniform(0.1, 0.35) if kind == "resume-while-live" else rng.uniform(0, 0.08))
-        b = spawn(*second)
+        b = spawn(*second, fresh=fresh)
         (ca, _, ea), (cb, _, eb) = finish(a), finish(b)
         count_tracebacks(case, ea, eb)
         codes = sorted([ca, cb])
@@ -240,7 +251,8 @@ def signal_case(rng: random.Random) -> Case:
         trace = Path(tmp) / "trace.jsonl"
         args = ("run", "runaway", "--run-id", rid, "--budget", "0.01", "--state-dir", d, "--trace", trace,
                 "--base-url", provider.base_url, "--json")
-        p = spawn(*args)
+        p = spawn(*args, fresh=not begun)  # timed from the spawn: Python's own start-up is in the window
+        case.fresh = not begun or _launcher is None
         deadline = time.monotonic() + 20
         while begun and not (d / f"{rid}.json").exists() and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
@@ -676,12 +688,26 @@ def hostile_cases() -> list[Case]:
 
 
 # -- the campaign --------------------------------------------------------------------------------------------
-def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0, hostile: bool = True) -> dict:
+def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0, hostile: bool = True,
+             warm_children: bool = True) -> dict:
+    """Every group of cases; with ``warm_children`` (the default) the command-line children are forked
+    from a fork server (``tests/warm.py``) but for a sample on fresh interpreters: every 7th race, and the
+    signals timed from the spawn (those meant to land in Python's own start-up)."""
+    global _launcher
+    with contextlib.ExitStack() as stack:
+        _launcher = stack.enter_context(warm.Launcher()) if warm_children else None
+        try:
+            return _campaign(races, signals, disk, seed, hostile)
+        finally:
+            _launcher = None
+
+
+def _campaign(races: int, signals: int, disk: int, seed: int, hostile: bool) -> dict:
     rng = random.Random(seed)
     started = time.perf_counter()
     cases: list[Case] = []
     for i in range(races):
-        cases.append(race(RACES[i % len(RACES)], rng))
+        cases.append(race(RACES[i % len(RACES)], rng, fresh=i % 7 == 3))
     for _ in range(signals):
         cases.append(signal_case(rng))
     with tmpfs("6m") as (mount, why):
@@ -713,6 +739,8 @@ def campaign(races: int = 100, signals: int = 24, disk: int = 8, seed: int = 0, 
         "tracebacks": sum(c.tracebacks for c in cases),
         "tracebacks_from_python_start_up": sum(c.startup_tracebacks for c in cases),
         "cases_with_problems": sum(bool(c.problems) for c in cases),
+        "races_on_fresh_interpreters": sum(c.group == "race" and c.fresh for c in cases),
+        "signals_on_fresh_interpreters": sum(c.group == "signal" and c.fresh for c in cases),
         "signals_stopping_a_run": sum(c.group == "signal" and c.note.startswith("stopped") for c in cases),
         "full_disk_stops": sum(c.group == "full disk" and c.note.startswith("stopped") for c in cases),
     }
@@ -728,8 +756,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-hostile", action="store_true", help="leave out tests/test_hostile.py (issue 20)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--fresh", action="store_true", help="every child a fresh interpreter (no fork server)")
     a = p.parse_args(argv)
-    result = campaign(a.races, a.signals, a.disk, a.seed, hostile=not a.no_hostile)
+    result = campaign(a.races, a.signals, a.disk, a.seed, hostile=not a.no_hostile, warm_children=not a.fresh)
     if a.json:
         print(json.dumps(result["figures"], indent=1))
     else:

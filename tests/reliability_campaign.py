@@ -12,7 +12,11 @@ Three campaigns, each a real run of the harness, none of their figures typed in 
   ``harness_lib.seam``) and at random instants. After each kill the state file must load and
   the trace must read; the run is then continued from disk the way an operator would (``resume``,
   ``resume --approve`` when it is waiting for approval, ``run`` again if it died before its first save)
-  until it ends. Each chain is compared with a run that never crashed: same status, turns, tokens, dollars,
+  until it ends. Four chains in five start their children from a fork server that has imported the harness
+  once (``tests/warm.py``: a forked child is still a process of its own, SIGKILLed alone, but skips the 0.3 s
+  of Python's start-up); every fifth chain, at boundaries and at random instants, runs them on fresh
+  interpreters, so kills during the real ``python -m harness_lib`` start-up stay covered (``--fresh``: all
+  of them). Each chain is compared with a run that never crashed: same status, turns, tokens, dollars,
   transcript, files, and deletions (exactly once). A turn the provider answered whose reply died with the
   process is a real cost: it is counted as *paid but lost to a kill*, apart from a turn paid twice in the
   transcript (which must never happen). Some kills also leave a torn line at the end of the trace or of
@@ -48,6 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+import warm
 
 from harness_lib.loop import Options, run
 from harness_lib.scripted import ScriptedProvider
@@ -94,6 +100,7 @@ class Chain:
     kind: str                  # reference | boundary | random
     target: str = ""           # boundary: "role/type:n"
     processes: list[Process] = field(default_factory=list)
+    fresh: bool = True         # its children were fresh interpreters (else forked by tests/warm.py)
     final: dict | None = None
     requests: int = 0
     deleted: list[str] = field(default_factory=list)
@@ -145,16 +152,21 @@ def _file_id(path: Path):
         return None
 
 
-def _spawn(cmd: list, kill: str | None, state_file: Path) -> tuple[bool, int, float, str, str]:
-    """Run one child. ``kill``: "type:n" (the crash seam), "after:S" (SIGKILL S seconds after the spawn),
-    "saved+S" (SIGKILL S seconds after the child's first state save, i.e. once its run has begun)."""
+_launcher: warm.Launcher | None = None  # set by crash_campaign: the fork server its warm chains start from
+
+
+def _spawn(cmd: list, kill: str | None, state_file: Path, fresh: bool) -> tuple[bool, int, float, str, str]:
+    """Run one child, a fresh interpreter or forked warm. ``kill``: "type:n" (the crash seam), "after:S"
+    (SIGKILL S seconds after the spawn), "saved+S" (SIGKILL S seconds after the child's first state save,
+    i.e. once its run has begun)."""
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_CRASH_AT"}
     timed = kill and (kill.startswith("after:") or kill.startswith("saved+"))
     if kill and not timed:
         env["HARNESS_CRASH_AT"] = kill
     before = _file_id(state_file)
     started = time.perf_counter()
-    child = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launch = subprocess.Popen if fresh or _launcher is None else _launcher
+    child = launch(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if timed:
         delay = float(kill.split(":")[1] if kill.startswith("after:") else kill.split("+")[1])
         if kill.startswith("saved+"):
@@ -177,10 +189,11 @@ def tear_line(path: Path, fragment: bytes):
 
 def drive(scenario_name: str, kill_for: Callable[[str, list[Process]], str | None], *, kind: str,
           target: str = "", latency_ms: float = 0.0, tear: Callable[[int], bool] = lambda i: False,
-          max_processes: int = 40) -> Chain:
-    """Drive one run to its end through child processes, killing the ones ``kill_for`` says to."""
+          max_processes: int = 40, fresh: bool = True) -> Chain:
+    """Drive one run to its end through child processes (fresh interpreters, or forked warm), killing the
+    ones ``kill_for`` says to."""
     scenario = SCENARIOS[scenario_name]
-    chain = Chain(scenario_name, kind, target)
+    chain = Chain(scenario_name, kind, target, fresh=fresh or _launcher is None)
     with tempfile.TemporaryDirectory(prefix="harness-crash-") as tmp, \
             ScriptedProvider(latency_ms=latency_ms) as provider:
         tmp = Path(tmp)
@@ -199,7 +212,7 @@ def drive(scenario_name: str, kill_for: Callable[[str, list[Process]], str | Non
             requests_before = provider.requests
             killed, code, seconds, out, err = _spawn(
                 _command(role, scenario, provider.base_url, state_dir, trace_path, ws), kill,
-                state_path(state_dir, RUN_ID))
+                state_path(state_dir, RUN_ID), chain.fresh)
             try:
                 lines_after = len(read(trace_path)) if trace_path.exists() else 0
             except ValueError as e:
@@ -264,10 +277,10 @@ def _first_kill_of(role: str, spec: str) -> Callable[[str, list[Process]], str |
     return kill_for
 
 
-def boundary_chain(name: str, ref: Chain, role: str, spec: str, tear: bool = False) -> Chain:
+def boundary_chain(name: str, ref: Chain, role: str, spec: str, tear: bool = False, fresh: bool = False) -> Chain:
     """Kill the first ``role`` process of the run right after its event ``spec`` ("tool_result:2")."""
     return compare(drive(name, _first_kill_of(role, spec), kind="boundary", target=f"{role}/{spec}",
-                         tear=lambda i: tear), ref)
+                         tear=lambda i: tear, fresh=fresh), ref)
 
 
 def save_chains(name: str, ref: Chain, role: str) -> list[Chain]:
@@ -280,7 +293,7 @@ def save_chains(name: str, ref: Chain, role: str) -> list[Chain]:
 
 
 def random_chain(name: str, ref: Chain, seed: int, windows: dict[str, tuple[float, float]],
-                 latency_ms: float) -> Chain:
+                 latency_ms: float, fresh: bool = False) -> Chain:
     """Kill the first few processes of the run at random instants, then let it finish. Three kills in
     four fall uniformly within the run itself (after the process's first save, over as long as the
     uncrashed run took); the fourth anywhere in the process's life, start-up included."""
@@ -295,7 +308,7 @@ def random_chain(name: str, ref: Chain, seed: int, windows: dict[str, tuple[floa
             return f"after:{rng.uniform(0, life):.3f}"
         return f"saved+{rng.uniform(0, run_s):.3f}"
     chain = drive(name, kill_for, kind="random", target=f"seed {seed}", latency_ms=latency_ms,
-                  tear=lambda i: rng.random() < 0.3)
+                  tear=lambda i: rng.random() < 0.3, fresh=fresh)
     return compare(chain, ref)
 
 
@@ -305,18 +318,37 @@ def _windows(ref: Chain) -> dict[str, tuple[float, float]]:
 
 
 def crash_campaign(min_kills: int = 200, seed: int = 0, workers: int | None = None,
-                   latency_ms: float = 15.0) -> dict:
+                   latency_ms: float = 15.0, warm_children: bool = True) -> dict:
     """Every boundary of every role of the three scenarios, then random-instant chains until
-    ``min_kills`` kills have landed. Returns the figures and every chain."""
+    ``min_kills`` kills have landed. Returns the figures and every chain. With ``warm_children`` (the
+    default), four chains in five start their children from the fork server of ``tests/warm.py``
+    (no 0.3 s of Python start-up each); the fifth (``FRESH_EVERY``) on fresh interpreters, so kills during
+    the real ``python -m harness_lib`` start-up, and at boundaries after it, stay in the campaign."""
+    global _launcher
+    with contextlib.ExitStack() as stack:
+        _launcher = stack.enter_context(warm.Launcher()) if warm_children else None
+        try:
+            return _crash_campaign(min_kills, seed, workers, latency_ms)
+        finally:
+            _launcher = None
+
+
+FRESH_EVERY = 5  # with a fork server, every 5th boundary chain and every 5th random chain runs fresh
+
+
+def _crash_campaign(min_kills: int, seed: int, workers: int | None, latency_ms: float) -> dict:
     workers = workers or max(2, os.cpu_count() or 2)
     started = time.perf_counter()
     no_kill = lambda role, done: None  # noqa: E731
     with ThreadPoolExecutor(workers) as pool:
-        refs = dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference"), SCENARIOS),
+        refs = dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference", fresh=False), SCENARIOS),
                         strict=True))
-        timed = dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference", latency_ms=latency_ms),
-                                             SCENARIOS), strict=True))
-        for name, ref in list(refs.items()) + list(timed.items()):
+
+        def timed_refs(fresh: bool) -> dict[str, Chain]:  # the random windows, timed as the chains will run
+            return dict(zip(SCENARIOS, pool.map(lambda n: drive(n, no_kill, kind="reference", latency_ms=latency_ms,
+                                                                fresh=fresh), SCENARIOS), strict=True))
+        timed = {False: timed_refs(False), True: timed_refs(True) if _launcher else {}}
+        for name, ref in [*refs.items(), *timed[False].items(), *timed[True].items()]:
             if ref.problems or ref.kills:
                 raise RuntimeError(f"the uncrashed {name} run went wrong: {ref.problems}")
         jobs, boundaries = [], 0
@@ -326,13 +358,16 @@ def crash_campaign(min_kills: int = 200, seed: int = 0, workers: int | None = No
                 for kind, count in sorted(kinds.items()):
                     for n in range(1, count + 1):
                         jobs.append(pool.submit(boundary_chain, name, refs[name], role, f"{kind}:{n}",
-                                                tear=boundaries % 4 == 0))  # every 4th leaves torn lines
+                                                tear=boundaries % 4 == 0,  # every 4th leaves torn lines
+                                                fresh=boundaries % FRESH_EVERY == 2))
                         boundaries += 1
 
         def random_batch(first: int, kills_wanted: int) -> list:
             names = list(SCENARIOS) * max(1, math.ceil(kills_wanted / 9))  # a chain lands ~3 kills
-            return [pool.submit(random_chain, name, timed[name], seed * 100_000 + first + k,
-                                _windows(timed[name]), latency_ms) for k, name in enumerate(names)]
+            fresh = [(first + k) % FRESH_EVERY == 0 and _launcher is not None for k in range(len(names))]
+            return [pool.submit(random_chain, name, timed[f][name], seed * 100_000 + first + k,
+                                _windows(timed[f][name]), latency_ms, f)
+                    for k, (name, f) in enumerate(zip(names, fresh, strict=True))]
         # Random chains go in with the boundary ones, to keep every worker busy; top up if short.
         jobs += random_batch(0, min_kills - 2 * boundaries)
         chains, submitted = [], len(jobs)
@@ -362,6 +397,9 @@ def crash_figures(chains: list[Chain], refs: dict[str, Chain]) -> dict:
             if p.killed and (p.kill.startswith("saved+") or p.new_events or p.new_requests)),
         "kills_by_scenario": dict(Counter(c.scenario for c in chains for p in c.processes if p.killed)),
         "chains": len(chains),
+        "kills_on_fresh_interpreters": sum(c.kills for c in chains if c.fresh),
+        "random_kills_on_fresh_interpreters": sum(c.kills for c in chains if c.fresh and c.kind == "random"),
+        "processes_on_fresh_interpreters": sum(len(c.processes) for c in chains if c.fresh),
         "processes": sum(len(c.processes) for c in chains),
         "runs_lost": sum(1 for c in chains if c.problems),
         "writes_duplicated": sum(max(0, len(c.deleted) - len(refs[c.scenario].deleted)) for c in chains),
@@ -516,9 +554,9 @@ def bad_input_campaign() -> dict:
 # =====================================================================================================
 # The report
 # =====================================================================================================
-def measure(min_kills: int = 200, seed: int = 0, workers: int | None = None) -> dict:
+def measure(min_kills: int = 200, seed: int = 0, workers: int | None = None, warm_children: bool = True) -> dict:
     started = time.perf_counter()
-    crashes = crash_campaign(min_kills, seed, workers)
+    crashes = crash_campaign(min_kills, seed, workers, warm_children=warm_children)
     faults = fault_campaign()
     bad = bad_input_campaign()
     c = crashes["figures"]
@@ -567,11 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=200, help="at least this many SIGKILLs (default 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int)
+    p.add_argument("--fresh", action="store_true", help="every child a fresh interpreter (no fork server)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if sys.flags.optimize:
         p.error("run it without -O: the bad-input checks are asserts, which -O removes")
-    m = measure(args.kills, args.seed, args.workers)
+    m = measure(args.kills, args.seed, args.workers, warm_children=not args.fresh)
     if args.json:
         print(json.dumps(m, default=str))
     else:

@@ -17,6 +17,7 @@ import time
 
 import operator_campaign as C
 import pytest
+import warm
 
 from harness_lib.cli import main
 from harness_lib.lock import RunLock, RunLockError, lock_path
@@ -195,6 +196,8 @@ def test_the_operator_campaign():
     assert f["signals_stopping_a_run"] >= 5 and f["full_disk_stops"] >= 3
     assert (f["writes_doubled"], f["turns_paid_twice"], f["runs_lost"], f["tracebacks"]) == (0, 0, 0, 0)
     assert f["turns_lost_to_a_second_signal"] <= f["second_signals"]
+    assert f["races_on_fresh_interpreters"] >= 10 and f["signals_on_fresh_interpreters"] >= 3
+    assert warm.leftovers() == []  # the process table: neither the fork server nor a child of it
     print(f"\n{f['cases']} cases in {result['seconds']} s: {f}")
 
 
