@@ -30,8 +30,46 @@ command line (``python -m harness_lib``) starts without the HTTP client or the t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+import os as _os
+import sys as _sys
+
+
+def _early(signum, frame):
+    """Ctrl-C or SIGTERM while Python is still importing the harness (nothing has been done yet), or once
+    ``main`` has returned (everything is saved): leave at once with 128 + signum, quietly. Raising would not
+    do: an exception raised inside an import can surface wrapped in another, as a traceback."""
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a stream interrupted mid-write: what is lost was not yet shown
+            pass
+    _os._exit(128 + signum)
+
+
+def _run_as_the_command_line() -> bool:
+    """True while Python, started as ``python -m harness_lib``, imports this package to find the command line
+    (``sys.argv[0]`` is "-m" until it has found it): from here on a Ctrl-C is ``_early``'s, not a traceback out of
+    this file's imports. An import of the package by anything else changes no signal handler."""
+    if _sys.argv[:1] != ["-m"]:
+        return False
+    args = iter(getattr(_sys, "orig_argv", [])[1:])
+    for arg in args:  # Python's own options come first
+        if arg.startswith("-m"):
+            return (arg[2:] or next(args, "")) == "harness_lib"
+        if arg in ("-X", "-W"):
+            next(args, None)  # their value
+        elif not arg.startswith("-"):
+            return False
+    return False
+
+
+if _run_as_the_command_line():
+    import _signal  # type: ignore[import-not-found]  # the C module: ``signal`` would import enum first
+    _signal.signal(_signal.SIGINT, _early)
+    _signal.signal(_signal.SIGTERM, _early)
+
+import importlib  # noqa: E402 - after the handlers: a Ctrl-C landing in these imports is theirs
+from typing import TYPE_CHECKING  # noqa: E402
 
 __version__ = "0.1.0"
 

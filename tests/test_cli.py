@@ -97,3 +97,51 @@ def test_prices_given_to_a_scripted_run_name_the_scripted_provider(capsys):
     assert main(["run", "plan", "--price-in", "2", "--price-out", "12.5", "--json"]) == 0
     err = capsys.readouterr().err
     assert "plan, cap 50: the scripted provider; $2 / $12.5 per million tokens" in err and "None" not in err, err
+
+
+# -- Ctrl-C while Python imports the package, before harness_lib/__main__.py's first line --------------------------
+# `python -m harness_lib` imports the package (harness_lib/__init__.py) before __main__.py runs; a Ctrl-C landing
+# in that import printed a KeyboardInterrupt traceback through harness_lib/__init__.py (the operator campaign
+# saw it once, timed at spawn + 0.25 s). The package now puts __main__'s quiet handler in place at its first
+# lines, only when it is being imported as the start of `python -m harness_lib`.
+INTERRUPT_AT_TYPING = '''
+import os, signal, sys
+class Interrupt:  # Ctrl-C exactly when harness_lib/__init__.py imports typing
+    def find_spec(self, name, path=None, target=None):
+        if name == "typing":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+'''
+
+
+def test_ctrl_c_while_python_imports_the_package_exits_130_without_a_traceback(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_AT_TYPING)
+    import os
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "harness_lib", "--help"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert (done.returncode, done.stderr) == (130, ""), done.stderr[-600:]
+
+
+@pytest.mark.parametrize("orig_argv, ours", [
+    (["-m", "harness_lib", "run", "plan"], True),
+    (["-mharness_lib"], True),
+    (["-B", "-X", "importtime", "-W", "error", "-m", "harness_lib"], True),
+    (["-m", "harness_lib.chapter.translations", "build"], False),   # its own Ctrl-C: a KeyboardInterrupt
+    (["-m", "pytest"], False),
+    (["script.py", "-m", "harness_lib"], False),
+])
+def test_only_python_m_harness_lib_puts_the_quiet_handler_in_place_at_import(orig_argv, ours):
+    code = ("import signal, sys\nsys.argv[:1] = ['-m']\nsys.orig_argv = [sys.executable, *%r]\n"
+            "import harness_lib\nprint(signal.getsignal(signal.SIGINT) is harness_lib._early)" % (orig_argv,))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == str(ours), done.stderr[-600:]
+
+
+def test_importing_the_package_changes_no_signal_handler():
+    done = subprocess.run([sys.executable, "-c", "import signal, harness_lib\n"
+                           "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr
