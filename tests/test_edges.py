@@ -577,3 +577,19 @@ def test_a_provider_unreachable_after_its_retries_interrupts_the_run_resumably()
     assert (s.status, s.error) == ("interrupted", "connection refused")
     assert s.interruption == {"type": "cancelled", "reason": "provider unreachable: connection refused"}
     assert stopped_line(events)["reason"] == "cancelled"
+
+
+def test_a_hook_that_fails_at_the_last_line_leaves_the_runs_end_saying_so_after_its_own_error():
+    def hook(event):
+        if event["type"] == "run_stopped":
+            raise RuntimeError("my view broke")
+
+    def ended(model, **options):
+        trace = Trace(timestamps=False, on_event=hook)
+        return asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake"), Counted().tools(),
+                               Options(client=model, trace=trace, **options)))
+    s = ended(FakeModel([]))
+    assert (s.status, s.error) == ("completed", "the trace's on_event hook raised RuntimeError: my view broke "
+                                                "(at a run_stopped event)")
+    s = ended(FakeModel([asks(call("x1", "nope", {}))]), tool_errors="fatal")  # the run's own error comes first
+    assert (s.status, s.error) == ("failed", "nope: unknown tool 'nope'; the tools are: write, store, look")
