@@ -73,7 +73,7 @@ NAME = re.compile(r"harness_lib\.\w+\.x\S+?__mutmut_\d+")
 
 
 def prepare(module: str) -> tuple[Path, bool]:
-    """The module's folder, and whether its settings are new (then mutmut tests every mutant afresh)."""
+    """The module's folder, and whether its mutmut settings are new (then mutmut tests every mutant afresh)."""
     folder = WORK / module
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("harness_lib", "tests", "data"):
@@ -82,10 +82,12 @@ def prepare(module: str) -> tuple[Path, bool]:
     own = re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[|\Z)", "", (ROOT / "pyproject.toml").read_text())
     settings = SETTINGS.format(module=module, selection=", ".join(f'"{a}"' for a in selection([module])))
     path = folder / "pyproject.toml"
-    changed = not path.exists() or path.read_text() != own + settings  # unchanged: mutmut keeps its results
-    if changed:
+    before = path.read_text() if path.exists() else ""
+    if before != own + settings:
         path.write_text(own + settings)
-    return folder, changed
+    # mutmut starts afresh when its own settings change (the tests, the time limit), not when the rest of
+    # pyproject.toml does (a dependency added): then it keeps its results
+    return folder, not before.endswith(settings)
 
 
 def selection(modules: list[str]) -> list[str]:

@@ -26,6 +26,7 @@ import pytest
 from harness_lib import cli
 from harness_lib.loop import Options, run
 from harness_lib.state import DecisionError, StateFileError, approve, load, new_run, reject, save
+from harness_lib.state import check as state_check  # what load refuses, each way, without a file
 from harness_lib.testing import FakeModel, asks, call
 from harness_lib.tools import Tool, ToolContext
 from harness_lib.trace import Trace, read
@@ -203,6 +204,35 @@ def test_a_broken_state_file_is_named_and_left_as_it_is(tmp_path, label):
     code, err = cli_main("run", "plan", "--run-id", "r1", "--state-dir", str(tmp_path), "--base-url", NOWHERE)
     assert code == 2 and "already exists" in err
     assert (sorted(os.listdir(tmp_path)), (None if content is None else path.read_bytes())) == before
+
+
+MESSAGES = {  # a message edited by hand, checked directly (found by make mutate: state._check_message)
+    "not an object": (5, ["messages[2] is not an object"]),
+    "content not text": ({"role": "user", "content": 3}, ["messages[2].content is not text"]),
+    "an answer without content": ({"role": "assistant", "content": None}, []),
+    "a tool result without its call's id": ({"role": "tool", "content": "x", "name": "look"},
+                                            ["messages[2] (a tool result) has no call id"]),
+    "a tool result with a name that is no text": ({"role": "tool", "content": "x", "tool_call_id": "c1", "name": 1},
+                                                  ["messages[2] (a tool result) has no call id"]),
+    "a tool result without a name": ({"role": "tool", "content": "x", "tool_call_id": "c1"}, []),
+    "a question without content": ({"role": "user", "content": None}, ["messages[2].content is not text"]),
+    "calls that are no list": ({"role": "assistant", "content": None, "tool_calls": {}},
+                               ["messages[2].tool_calls is not a list"]),
+    "calls in a question": ({"role": "user", "content": "x", "tool_calls": 5}, []),
+    "calls that are not calls": ({"role": "assistant", "content": 3, "tool_calls": [
+        "c1", {"id": "", "function": {"name": "look", "arguments": "{}"}},
+        {"id": "c3", "function": {"name": "look", "arguments": {}}}, {"id": "c4", "function": {"arguments": "{}"}},
+        {"id": 5, "function": {"name": "look", "arguments": "{}"}}, {"id": "c6"},
+        {"id": "c7", "function": {"name": "look", "arguments": "{}"}}]},
+        ["messages[2].content is not text"] + [f"messages[2].tool_calls[{j}] is not a call with an id, a name and "
+                                                f"arguments" for j in range(6)]),
+}
+
+
+@pytest.mark.parametrize("label", list(MESSAGES))
+def test_a_message_edited_by_hand_is_refused_saying_which_and_what(label):
+    message, says = MESSAGES[label]
+    assert state_check({**GOOD, "messages": [*GOOD["messages"], message]}, "r1") == says
 
 
 def test_an_invalid_run_id_is_refused(tmp_path):

@@ -26,6 +26,7 @@ import sys
 import pytest
 
 from harness_lib import cli, dedupe, ledger, loop, policy, stops
+from harness_lib.client import ModelError
 from harness_lib.ledger import LedgerError
 from harness_lib.lock import RunLock, RunLockError
 from harness_lib.loop import Options, run
@@ -550,3 +551,45 @@ def test_a_run_without_prices_ends_saying_no_dollars():
     s, events = played(FakeModel([{"role": "assistant", "content": "done"}]), Counted().tools(), pricing=UNPRICED)
     assert s.status == "completed" and events[-1]["type"] == "run_stopped" and events[-1]["costUsd"] is None
 
+
+
+# -- how a run ends when something outside it fails (found by make mutate: loop.run's handlers) ----------------
+def test_an_answer_without_text_completes_with_an_empty_output():
+    for content in (None, ""):
+        s, _ = played(FakeModel([{"role": "assistant", "content": content}]), [])
+        assert (s.status, s.output, s.error) == ("completed", "", None)
+
+
+def test_an_error_policy_that_raises_ends_the_run_failed_saying_so():
+    def broken(e):
+        raise KeyError("oops")
+    s, events = played(FakeModel([asks(call("x1", "nope", {}))]), Counted().tools(), tool_errors=broken)
+    said = ("the tool_errors function raised KeyError: 'oops', given the error: unknown tool 'nope'; "
+            "the tools are: write, store, look")
+    assert (s.status, s.error, s.interruption) == ("failed", said, None)
+    assert (stopped_line(events)["status"], stopped_line(events)["error"]) == ("failed", said)
+
+
+def test_a_provider_unreachable_after_its_retries_interrupts_the_run_resumably():
+    def down(turn):
+        raise ModelError("connection refused", unreachable=True)
+    s, events = played(FakeModel([], before=down), Counted().tools())
+    assert (s.status, s.error) == ("interrupted", "connection refused")
+    assert s.interruption == {"type": "cancelled", "reason": "provider unreachable: connection refused"}
+    assert stopped_line(events)["reason"] == "cancelled"
+
+
+def test_a_hook_that_fails_at_the_last_line_leaves_the_runs_end_saying_so_after_its_own_error():
+    def hook(event):
+        if event["type"] == "run_stopped":
+            raise RuntimeError("my view broke")
+
+    def ended(model, **options):
+        trace = Trace(timestamps=False, on_event=hook)
+        return asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "fake"), Counted().tools(),
+                               Options(client=model, trace=trace, **options)))
+    s = ended(FakeModel([]))
+    assert (s.status, s.error) == ("completed", "the trace's on_event hook raised RuntimeError: my view broke "
+                                                "(at a run_stopped event)")
+    s = ended(FakeModel([asks(call("x1", "nope", {}))]), tool_errors="fatal")  # the run's own error comes first
+    assert (s.status, s.error) == ("failed", "nope: unknown tool 'nope'; the tools are: write, store, look")

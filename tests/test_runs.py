@@ -140,3 +140,16 @@ def test_a_run_the_old_code_saved_resumes_under_its_own_budget(tmp_path):
     out = asyncio.run(runs.resume(tmp_path, "old-subrun"))
     assert (out.state.status, out.state.turns, out.state.config["max_budget_usd"]) == \
         ("budget_exceeded", before.turns, 0.0009)
+
+
+def test_a_program_starts_a_strict_budget_run_and_one_without_a_budget_is_refused(tmp_path):
+    """The strict budget through ``runs`` (a program's way, the command line's too): given its budget, the run
+    goes and stops at it, never across; without one, refused before anything is saved. Found by make mutate:
+    ``budget.check_options`` handing the ceiling on as the budget refused every strict run."""
+    out = asyncio.run(runs.start("runaway", options={"strict_budget": True, "max_budget_usd": 0.002,
+                                                     "max_turns": 50}))
+    assert (out.state.status, out.state.interruption["strict"]) == ("budget_exceeded", True)
+    assert 0 < out.state.total_cost_usd <= 0.002
+    with pytest.raises(runs.RunError, match=r"^--strict-budget: strict_budget needs a budget"):
+        asyncio.run(runs.start("plan", run_id="s", state_dir=tmp_path, options={"strict_budget": True}))
+    assert list(tmp_path.iterdir()) == []

@@ -432,6 +432,15 @@ def test_the_smallest_ceiling_is_one_token(ceiling):
     budget.check_options(True, 0.05, 0.01, CHAPTER_PRICES, ceiling)
 
 
+@pytest.mark.parametrize("bad", [0, 1.5])
+def test_a_ceiling_below_one_token_is_refused_saying_what_it_may_be_and_none_is_no_ceiling(bad):
+    """check_options hands the ceiling to check_strict, and the budget as the budget (runs.py gives none)."""
+    budget.check_options(True, 0.05, 0.01, CHAPTER_PRICES)
+    with pytest.raises(ValueError) as e:
+        budget.check_options(True, 0.05, 0.01, CHAPTER_PRICES, bad)
+    assert str(e.value) == f"strict_max_tokens must be a whole number of at least 1 (or None), got {bad}"
+
+
 def test_a_margin_above_ten_is_refused_saying_what_a_margin_is():
     budget.check_options(False, budget.MAX_MARGIN, None, CHAPTER_PRICES)
     with pytest.raises(ValueError) as e:
