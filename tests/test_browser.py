@@ -12,12 +12,14 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
 * a slider dragged (02's cap): the plot under it changes and its line names the new value; and the toolbar's
   Stop pressed while a slider re-runs (09's Stop time): the line says it was stopped, the plot stays;
 * a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
-  language, and its glossary link opening the glossary beside it.
+  language, and its glossary link opening the glossary beside it;
+* every notebook closed with File > Close and Shut Down Notebook…: its kernel gone, none left at the end.
 
-A screenshot of each step is kept when a step fails, in a folder the failure message names (set
-``HARNESS_BROWSER_SHOTS=DIR`` to keep them whatever happens, to look at the notebooks). Without Chromium
-or Playwright the test is skipped, except under CI (``CI=true``), where their absence is a failure:
-``.ci/run`` installs Chromium.
+The notebooks run three at once, in three pages of the browser, each page opening one notebook after another
+(File > Open from Path…), 12's live model first (see TABS). A screenshot of each step is kept when a step
+fails, in a folder the failure message names (set ``HARNESS_BROWSER_SHOTS=DIR`` to keep them whatever
+happens, to look at the notebooks). Without Chromium or Playwright the test is skipped, except under CI
+(``CI=true``), where their absence is a failure: ``.ci/run`` installs Chromium.
 """
 
 from __future__ import annotations
@@ -124,70 +126,162 @@ def _api(lab, method: str, path: str):
     return json.loads(body) if body else None
 
 
-def _shut_down_kernels(lab):
-    for session in _api(lab, "GET", "/api/sessions"):
-        _api(lab, "DELETE", f"/api/sessions/{session['id']}")
+# -- the browser: a few pages at once -------------------------------------------------------------------
+# The notebooks run in TABS pages of one headless Chromium at once, against the one JupyterLab: one thread drives
+# them all, each page's work written as a generator that yields whenever it waits (for a run to end, a kernel to
+# start), and _interleave moves each page on in turn. A page's kernel runs on while the thread serves the others.
+# A wait a timed step follows at once (Stop pressed while the scan is under way) is not shared: see _alone.
+TABS = 3
+# Started first, the longest first: 12's live model (when the `local` extra is installed, as in CI) is the longest
+# Run All; 09, 02 and 03 carry the reader's edits and Stops. The others follow in order, the translated ones last.
+FIRST = ("12-", "09-", "02-", "03-", "11-")
 
 
-# -- the browser -----------------------------------------------------------------------------------------
 class Steps:
-    """Every step runs inside ``step(name)`` and leaves a screenshot; the folder is kept, and named in the
-    error, when a step fails (and always with ``HARNESS_BROWSER_SHOTS``), removed when every step passed."""
+    """Every step runs inside ``step(page, name)`` and leaves a screenshot of its page; the folder is kept, and
+    named in the error, when a step fails (and always with ``HARNESS_BROWSER_SHOTS``), removed when every step
+    passed."""
 
-    def __init__(self, page, folder: Path):
-        self.page, self.folder, self.n, self.passed = page, folder, 0, False
+    def __init__(self, folder: Path):
+        self.folder, self.n, self.passed = folder, 0, False
 
     @contextlib.contextmanager
-    def step(self, name: str):
+    def step(self, page, name: str):
         self.n += 1
         shot = self.folder / f"{self.n:02d}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}.png"
         try:
             yield
+        except GeneratorExit:
+            raise  # another page's step failed and this page's work was dropped: not this step's failure
         except BaseException as e:
             with contextlib.suppress(Exception):
-                self.page.screenshot(path=str(shot))
+                page.screenshot(path=str(shot))
             raise AssertionError(f"browser step {name!r} failed: {e}\nscreenshots of every step so far in "
                                  f"{self.folder}") from e
         with contextlib.suppress(Exception):
-            self.page.screenshot(path=str(shot))
+            page.screenshot(path=str(shot))
+
+
+class Tab:
+    """One page, JupyterLab loaded in it once (a workspace of its own), its notebooks opened one at a time."""
+
+    def __init__(self, lab, page, steps: Steps):
+        self.lab, self.page, self.steps = lab, page, steps
+
+    def step(self, name: str):
+        return self.steps.step(self.page, name)
 
 
 @pytest.fixture(scope="module")
-def steps(lab):
-    from playwright.sync_api import sync_playwright
-
+def steps():
     keep = os.environ.get("HARNESS_BROWSER_SHOTS")
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="harness-browser-"))
     folder.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        s = Steps(page, folder)
-        try:
-            yield s
-        finally:
-            browser.close()
-    if s.passed and not keep:
+    steps = Steps(folder)
+    yield steps
+    if steps.passed and not keep:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _open(lab, page, name: str):
-    """Open ``notebooks/name`` in a fresh workspace and wait for its kernel to be idle."""
-    workspace = f"w{secrets.token_hex(4)}"  # a workspace of its own: no tab of an earlier notebook reopens
-    page.goto(f"{lab['url']}/lab/workspaces/{workspace}/tree/notebooks/{name}?token={lab['token']}")
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _tabs(lab, browser, steps, n: int) -> list[Tab]:
+    tabs = []
+    for _ in range(n):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        tabs.append(Tab(lab, page, steps))
+    return tabs
+
+
+# -- waiting, shared between the pages --------------------------------------------------------------------
+def _pause(seconds: float):
+    """Wait ``seconds``, the other pages served meanwhile."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        yield
+
+
+def _until(ready, timeout_s: float, what: str, every: float = 0.2):
+    """Until ``ready()`` is true, asking every ``every`` s; TimeoutError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout_s:g} s")
+        yield from _pause(every)
+
+
+def _alone(waiting) -> None:
+    """Wait through ``waiting`` without serving the other pages: for a wait that a timed step follows at once
+    (Stop pressed while the scan or the slider's run is under way), which must not wait for another page's turn."""
+    for _ in waiting:
+        time.sleep(0.02)
+
+
+def _interleave(lanes) -> None:
+    """Move each lane (a generator: a page's work) on in turn until every one has ended; the first failure is
+    raised, the other lanes dropped."""
+    lanes = list(lanes)
+    try:
+        while lanes:
+            for lane in list(lanes):
+                try:
+                    next(lane)
+                except StopIteration:
+                    lanes.remove(lane)
+            time.sleep(0.02)
+    finally:
+        for lane in lanes:
+            lane.close()
+
+
+# -- a reader's actions -----------------------------------------------------------------------------------
+def _load(tab: Tab):
+    """JupyterLab, loaded in ``tab``'s page in a workspace of its own (no tab of another page's opens there)."""
+    workspace = f"w{secrets.token_hex(4)}"
+    tab.page.goto(f"{tab.lab['url']}/lab/workspaces/{workspace}?token={tab.lab['token']}", wait_until="commit")
+    yield from _until(lambda: tab.page.locator(".jp-DirListing-item").count() > 0, 90,
+                      "JupyterLab did not show its file browser")
+
+
+def _open(tab: Tab, name: str):
+    """Open ``notebooks/name`` as a reader does (File > Open from Path…) and wait for its kernel to be idle."""
+    page = tab.page
+    _menu(page, "File", "Open from Path…")
+    page.locator(".jp-Dialog input").fill(f"notebooks/{name}")
+    page.keyboard.press("Enter")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
     # The indicator reads "idle" once before the kernel even starts: wait for the kernel's name too.
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-Toolbar-kernelName')]"
-                           ".some(e => e.innerText.includes('Python'))", timeout=90_000)
+    yield from _until(lambda: any("Python" in e for e in page.locator(
+        ".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName").all_inner_texts()), 90, "the kernel did not start")
+    idle = page.locator(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']")
     deadline = time.monotonic() + 90
     calm = 0
     while calm < 3:  # idle, three times 0.3 s apart: the kernel started and answered its first requests
-        idle = page.locator(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
-        calm = calm + 1 if idle else 0
+        calm = calm + 1 if idle.count() > 0 else 0
         if time.monotonic() > deadline:
             raise TimeoutError("the kernel never became idle")
-        time.sleep(0.3)
+        yield from _pause(0.3)
+
+
+def _close(tab: Tab, name: str):
+    """File > Close and Shut Down Notebook…, as a reader does, until its kernel is gone from the server."""
+    page = tab.page
+    _menu(page, "File", "Close and Shut Down Notebook…")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    yield from _until(lambda: page.locator(".jp-NotebookPanel").count() == 0, 30, "the notebook did not close")
+    yield from _until(lambda: not [s for s in _api(tab.lab, "GET", "/api/sessions")
+                                   if s["path"] == f"notebooks/{name}"], 30, "its kernel was not shut down")
 
 
 def _menu(page, menu: str, item: str):
@@ -199,17 +293,17 @@ def _prompts(page) -> list[str]:
     return page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
 
 
-def _wait_until_run(page, timeout_s: float = 240):
+def _until_run(page, timeout_s: float = 240):
     """Until no code cell is queued or running and the kernel is idle (twice, 0.5 s apart)."""
     deadline = time.monotonic() + timeout_s
+    idle = page.locator(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']")
     calm = 0
     while time.monotonic() < deadline:
         busy = any("*" in p for p in _prompts(page))
-        idle = page.locator(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
-        calm = calm + 1 if idle and not busy else 0
+        calm = calm + 1 if idle.count() > 0 and not busy else 0
         if calm >= 2:
             return
-        time.sleep(0.5)
+        yield from _pause(0.5)
     raise TimeoutError(f"cells still running after {timeout_s} s: {_prompts(page)}")
 
 
@@ -224,9 +318,16 @@ def _cell(page, source_start: str):
 
 
 def _run_cell(page, cell):
+    """Run ``cell`` in place, and wait for its prompt to say so (queued or a new count)."""
+    prompt = cell.locator(".jp-InputArea-prompt")
+    before = prompt.inner_text()
     cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Control+Enter")  # run in place
-    time.sleep(0.3)
+    page.keyboard.press("Control+Enter")
+    deadline = time.monotonic() + 30
+    while prompt.inner_text() == before:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cell's prompt still says {before!r} 30 s after Ctrl+Enter")
+        time.sleep(0.02)
 
 
 def _set_source(page, cell, text: str):
@@ -255,16 +356,22 @@ def _drag_slider(page, cell, fraction: float) -> str:
     return cell.locator(".widget-readout").first.inner_text().strip()
 
 
-def _slider_line(cell, pattern: str = "", timeout_s: float = 60) -> str:
-    """The line under the slider in ``cell``, once it matches ``pattern`` (a regular expression)."""
+def _slider_line(cell, pattern: str = "", timeout_s: float = 60):
+    """Until the line under the slider in ``cell`` matches ``pattern`` (a regular expression); the line."""
+    label = cell.locator(".widget-vbox > .widget-label").first
+    line = ""
+
+    def matches() -> bool:
+        nonlocal line
+        line = label.inner_text().strip()
+        return re.match(pattern, line) is not None
+
     deadline = time.monotonic() + timeout_s
-    while True:
-        line = cell.locator(".widget-vbox > .widget-label").first.inner_text().strip()
-        if re.match(pattern, line):
-            return line
+    while not matches():
         if time.monotonic() > deadline:
             raise TimeoutError(f"the slider's line says {line!r}, not {pattern!r}")
-        time.sleep(0.2)
+        yield from _pause(0.2)
+    return line
 
 
 def _slider_plot(cell) -> str:
@@ -281,13 +388,14 @@ def _expected_figures(path: Path) -> int:
                if c.cell_type == "code" and "NBVAL_IGNORE_OUTPUT" not in c.source for o in c.outputs)
 
 
-def _run_all_clean(lab, page, path: Path):
-    _open(lab, page, path.relative_to(ROOT / "notebooks").as_posix())
+def _run_all_clean(tab: Tab, path: Path, name: str):
+    page = tab.page
+    yield from _open(tab, name)
     assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
     _menu(page, "Run", "Run All Cells")
     # 12 runs a real model when the `local` extra is installed (as CI has it): six tasks on two cores took 232 s in
     # `make chapter` at load average 9, and one cell holds all six. The others wait for the scripted provider.
-    _wait_until_run(page, 900 if path.stem.startswith("12-") else 240)
+    yield from _until_run(page, 900 if path.stem.startswith("12-") else 240)
     prompts = _prompts(page)
     assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), f"cells that did not run: {prompts}"
     errors = page.locator(ERROR_OUTPUT).all_inner_texts()
@@ -300,52 +408,48 @@ def _edit_and_run_all(page, starts: str, source: str):
     """What a reader does with a parameters cell: edit it, then Run All, and wait for the run to end."""
     _set_source(page, _cell(page, starts), source)
     _menu(page, "Run", "Run All Cells")
-    _wait_until_run(page)
+    yield from _until_run(page)
 
 
-# -- the test --------------------------------------------------------------------------------------------
-def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
-    page = steps.page
-    assert len(NOTEBOOKS) == 16
+# -- what a reader does in each notebook ------------------------------------------------------------------
+def _just_run_all(tab: Tab, path: Path, name: str):
+    with tab.step(f"Run All {path.relative_to(ROOT / 'notebooks').with_suffix('').as_posix()}"):
+        yield from _run_all_clean(tab, path, name)
 
-    for path in NOTEBOOKS:
-        if path.stem.startswith(("02-", "03-", "09-")):
-            continue  # run below, with the reader's edits
-        with steps.step(f"Run All {path.stem}"):
-            _run_all_clean(lab, page, path)
-        _shut_down_kernels(lab)
 
-    with steps.step("Run All 02-turn-cap"):
-        _run_all_clean(lab, page, ROOT / "notebooks" / "02-turn-cap.ipynb")
-    with steps.step("02: re-run the caps sweep cell alone after Run All"):
+def _turn_cap(tab: Tab, path: Path, name: str):
+    page = tab.page
+    yield from _just_run_all(tab, path, name)
+    with tab.step("02: re-run the caps sweep cell alone after Run All"):
         cell = _cell(page, "by_cap = {}")
         _run_cell(page, cell)
-        _wait_until_run(page)
+        yield from _until_run(page)
         assert "max_turns_exceeded" in _outputs_text(cell) and page.locator(ERROR_OUTPUT).count() == 0
-    with steps.step("02: drag the cap slider: the plot and its line follow"):
+    with tab.step("02: drag the cap slider: the plot and its line follow"):
         cell = _cell(page, "await slider(s02.PARAMETERS")
-        _slider_line(cell, r"cap = 100: ")
+        yield from _slider_line(cell, r"cap = 100: ")
         before = _slider_plot(cell)
         cap = _drag_slider(page, cell, 0.3)
-        line = _slider_line(cell, rf"cap = {cap}: [\d,]+ input tokens")
+        line = yield from _slider_line(cell, rf"cap = {cap}: [\d,]+ input tokens")
         assert cap != "100" and _slider_plot(cell) != before, line
         assert page.locator(ERROR_OUTPUT).count() == 0
-    with steps.step("02: caps the chapter has no figure for"):
-        _edit_and_run_all(page, "CAPS =", "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
+    with tab.step("02: caps the chapter has no figure for"):
+        yield from _edit_and_run_all(page, "CAPS =", "CAPS = (5, 10, 30, 60)\nLONG_CAP = 60")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
         assert "cap 30 -> 60" in _outputs_text(_cell(page, "d = s02.doubling(prefix)"))
         comparison = _outputs_text(_cell(page, "beside_the_chapter("))
         assert "the chapter has no figure for this value" in comparison and "tolerance" in comparison
-    _shut_down_kernels(lab)
 
-    with steps.step("Run All 03-budget"):
-        _run_all_clean(lab, page, ROOT / "notebooks" / "03-budget.ipynb")
-    with steps.step("03: one budget, not a tuple"):
-        _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 0.01")
+
+def _budget(tab: Tab, path: Path, name: str):
+    page = tab.page
+    yield from _just_run_all(tab, path, name)
+    with tab.step("03: one budget, not a tuple"):
+        yield from _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 0.01")
         assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
         assert "3 of 3 chapter figures reproduced exactly" in _outputs_text(_cell(page, "beside_the_chapter("))
-    with steps.step("03: an unreasonable budget gets one line"):
-        _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 'a lot'")
+    with tab.step("03: an unreasonable budget gets one line"):
+        yield from _edit_and_run_all(page, "BUDGETS =", "BUDGETS = 'a lot'")
         # Every error the reader sees is the one line naming the parameter, never a traceback. Usually there is
         # one: Run All sends every cell at once and the kernel drops the queue after an error. On a loaded
         # machine a later cell's request can arrive after ipykernel's abort window (stop_on_error_timeout) and
@@ -354,54 +458,83 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, steps):
         errors = [e.strip() for e in page.locator(ERROR_OUTPUT).all_inner_texts()]
         assert errors and all(e.startswith("ParameterError: BUDGETS accepts") and len(e.splitlines()) == 1
                               for e in errors), errors
-    _shut_down_kernels(lab)
 
-    with steps.step("Run All 09-cancellation"):
-        _run_all_clean(lab, page, ROOT / "notebooks" / "09-cancellation.ipynb")
-    with steps.step("09: press the toolbar's Stop during the scan"):
+
+def _cancellation(tab: Tab, path: Path, name: str):
+    page = tab.page
+    stop = page.locator("jp-button[data-command='notebook:interrupt-kernel']")
+    yield from _just_run_all(tab, path, name)
+    with tab.step("09: press the toolbar's Stop during the scan"):
         cell = _cell(page, "session = s09.scan_session()")
         _run_cell(page, cell)
         # Its own output, cleared when the cell started: the scan is under way, its next tick 500 ms off.
         cell.locator(".jp-OutputArea", has_text="scanned 400 of 1200").wait_for(timeout=30_000)
-        page.locator("jp-button[data-command='notebook:interrupt-kernel']").click()
-        _wait_until_run(page, 30)
+        stop.click()
+        yield from _until_run(page, 30)
         text = _outputs_text(cell)
         assert "status=interrupted" in text and "reason='user pressed Stop'" in text, text
         ms = float(re.search(r"ended ([\d,.]+) ms after you pressed Stop", text).group(1).replace(",", ""))
         assert ms < 125, text  # the scan's next tick was up to 500 ms away; measured 2-7 ms
-    with steps.step("09: the next cell loads the run from disk and resumes it"):
+    with tab.step("09: the next cell loads the run from disk and resumes it"):
         cell = _cell(page, "saved = session.load()")
         _run_cell(page, cell)
-        _wait_until_run(page, 30)
+        yield from _until_run(page, 30)
         text = _outputs_text(cell)
         assert "on disk: status=interrupted" in text and "resumed: status=completed" in text, text
         assert page.locator(ERROR_OUTPUT).count() == 0
-    with steps.step("09: the toolbar's Stop during the slider's re-run"):
+    with tab.step("09: the toolbar's Stop during the slider's re-run"):
         cell = _cell(page, "async def scan_stopped_at(")
         before = _slider_plot(cell)
         seconds = f"{float(_drag_slider(page, cell, 1.0)):g}"   # the far end: a scan Stop must end, not the slider
-        _slider_line(cell, rf"STOP_AT = {seconds} s: running\.\.\.")
-        page.locator("jp-button[data-command='notebook:interrupt-kernel']").click()
-        _slider_line(cell, rf"STOP_AT = {seconds} s: stopped \(user pressed Stop\); the plot is still the one for "
-                           r"STOP_AT = 1\.2 s$", 30)
+        _alone(_slider_line(cell, rf"STOP_AT = {seconds} s: running\.\.\."))
+        stop.click()
+        yield from _slider_line(cell, rf"STOP_AT = {seconds} s: stopped \(user pressed Stop\); the plot is still "
+                                      r"the one for STOP_AT = 1\.2 s$", 30)
         assert seconds != "1.2" and _slider_plot(cell) == before
         assert page.locator(ERROR_OUTPUT).count() == 0
-    _shut_down_kernels(lab)
-    steps.passed = True
 
 
-def test_a_reader_runs_a_translated_notebook_in_each_language(lab, steps):
-    """The first translated notebook of each language, as a Bulgarian or Hungarian reader opens it."""
-    page = steps.page
-    for language in ("bg", "hu"):
-        path = sorted((ROOT / "notebooks" / language).glob("*.ipynb"))[0]
-        title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
-        with steps.step(f"Run All {language}/{path.stem}"):
-            _run_all_clean(lab, page, path)
-            heading = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
-            assert title in heading, (title, heading)
-        with steps.step(f"{language}/{path.stem}: the glossary link opens the glossary"):
-            page.locator(".jp-NotebookPanel .jp-MarkdownOutput a", has_text="glossary.md").first.click()
-            page.locator(".lm-TabBar-tab", has_text="glossary.md").first.wait_for(timeout=30_000)
-        _shut_down_kernels(lab)
+def _translated(tab: Tab, path: Path, name: str):
+    """A translated notebook, as a Bulgarian or Hungarian reader opens it: its title in its language, and its
+    glossary link opening the glossary beside it (closed again: the page's next notebook opens alone)."""
+    page = tab.page
+    title = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
+    label = path.relative_to(ROOT / "notebooks").with_suffix("").as_posix()
+    with tab.step(f"Run All {label}"):
+        yield from _run_all_clean(tab, path, name)
+        heading = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
+        assert title in heading, (title, heading)
+    with tab.step(f"{label}: the glossary link opens the glossary"):
+        page.locator(".jp-NotebookPanel .jp-MarkdownOutput a", has_text="glossary.md").first.click()
+        glossary = page.locator(".lm-TabBar-tab", has_text="glossary.md").first
+        glossary.wait_for(timeout=30_000)
+        glossary.locator(".lm-TabBar-tabCloseIcon").click()
+
+
+READER = {"02-turn-cap": _turn_cap, "03-budget": _budget, "09-cancellation": _cancellation}
+# The first translated notebook of each language.
+TRANSLATED = [sorted((ROOT / "notebooks" / language).glob("*.ipynb"))[0] for language in ("bg", "hu")]
+
+
+def _lane(tab: Tab, queue: list[Path]):
+    """One page's work: load JupyterLab, then take the next notebook from ``queue`` until none is left, do what a
+    reader does with it, and close it with its kernel."""
+    with tab.step("load JupyterLab"):
+        yield from _load(tab)
+    while queue:
+        path = queue.pop(0)
+        name = path.relative_to(ROOT / "notebooks").as_posix()
+        script = _translated if path in TRANSLATED else READER.get(path.stem, _just_run_all)
+        yield from script(tab, path, name)
+        with tab.step(f"{name}: Close and Shut Down Notebook"):
+            yield from _close(tab, name)
+
+
+# -- the test --------------------------------------------------------------------------------------------
+def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, browser, steps):
+    assert len(NOTEBOOKS) == 16
+    first = [p for prefix in FIRST for p in NOTEBOOKS if p.stem.startswith(prefix)]
+    queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED
+    _interleave(_lane(tab, queue) for tab in _tabs(lab, browser, steps, TABS))
+    assert _api(lab, "GET", "/api/sessions") == [], "kernels left running after every notebook was closed"
     steps.passed = True
