@@ -141,7 +141,9 @@ def test_only_python_m_harness_lib_puts_the_quiet_handler_in_place_at_import(ori
 
 
 def test_importing_the_package_changes_no_signal_handler():
-    done = subprocess.run([sys.executable, "-c", "import signal, harness_lib\n"
-                           "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+    # compared with what the child had before: it inherits its parent's disposition (an xdist worker's SIGINT is
+    # ignored, and so is its children's: Python then leaves SIG_IGN in place instead of its own handler)
+    done = subprocess.run([sys.executable, "-c", "import signal\nbefore = signal.getsignal(signal.SIGINT)\n"
+                           "import harness_lib\nprint(signal.getsignal(signal.SIGINT) is before)"],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "True", done.stderr
