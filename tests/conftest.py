@@ -47,21 +47,22 @@ def url(provider):
 # `make test` runs the suite in one worker process per core (pytest-xdist). The unit of work a worker takes is a
 # file: a notebook's nbval cells share one kernel and run in order, and a test file's module-scoped fixtures
 # (the crash and operator campaigns, JupyterLab) are set up once. The files in SPREAD are the exception: each of
-# their tests is a unit of its own (one slow, independent test per notebook, in kernels of its own).
+# their tests is a unit of its own (test_parameters: one slow, independent test per notebook, in a kernel of its
+# own; test_notebooks: a few slow tests, each with kernels of its own).
 # The heaviest units go first, so that the workers end together instead of one waiting on a long test taken
 # last: HEAVIEST lists them, most first, by what each took in a CI run (`PYTEST_ADDOPTS=--durations=60 make
 # test`, docs/benchmarks.md); the rest keep their order. Only the order in which the workers take the tests
 # changes: `make check`, and `make test TEST_JOBS=0`, run them in file order.
 SPREAD = ("tests/test_parameters.py", "tests/test_notebooks.py")
 HEAVIEST = (
-    "tests/test_browser.py",
     "tests/test_operator.py",
-    "tests/test_crash.py",
+    "tests/test_browser.py",
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them[12-",
     "tests/test_local_model.py",
-    "notebooks/12-",
-    "tests/test_loaded.py",
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them[09-",
+    "tests/test_loaded.py",
+    "tests/test_crash.py",
+    "notebooks/12-",
     "tests/test_sliders.py",
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them",
     "tests/test_reader_params.py",
