@@ -64,6 +64,13 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def tls_for(url: str) -> ssl.SSLContext | bool:
+    """What httpx checks a connection to ``url`` with: plain HTTP never does TLS (no redirect is followed),
+    so only https loads the CA bundle (about 45 ms of CPU: every command-line run against a server asks it
+    for its models first)."""
+    return _tls() if url.lower().startswith("https:") else False
+
+
 class ModelError(RuntimeError):
     """A model call that failed. ``unreachable``: a passing failure that outlasted its retries (or the wait
     for a loading model), so nothing is wrong with the run, only with the way to the provider."""
@@ -164,8 +171,7 @@ class ModelClient:
         self.http = http or httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers={"Authorization": f"Bearer {api_key}"}, trust_env=False,
-            # Plain HTTP never does TLS (redirects are not followed): load the CA bundle only for https.
-            verify=_tls() if self.url.lower().startswith("https:") else False)
+            verify=tls_for(self.url))
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         if response is not None and (ra := response.headers.get("Retry-After")):

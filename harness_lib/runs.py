@@ -108,8 +108,11 @@ class GracefulStop:
 def served_models(base_url: str, api_key: str) -> list[dict] | None:
     """What ``GET {base_url}/models`` lists (every server here answers it), or None if it cannot say."""
     import httpx
+
+    from .client import tls_for
     try:
-        r = httpx.get(base_url.rstrip("/") + "/models", timeout=2.0, trust_env=False,
+        url = base_url.rstrip("/") + "/models"
+        r = httpx.get(url, timeout=2.0, trust_env=False, verify=tls_for(url),
                       headers={"Authorization": f"Bearer {api_key}"})
         return [m for m in r.json()["data"] if isinstance(m, dict)] if r.status_code == 200 else None
     except Exception:  # noqa: BLE001 - a server that cannot list its models is simply not asked

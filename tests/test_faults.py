@@ -137,3 +137,23 @@ def test_the_ca_bundle_is_loaded_only_for_https(monkeypatch):
     assert calls == [1]
     asyncio.run(plain.aclose())
     asyncio.run(secure.aclose())
+
+
+def test_asking_a_plain_http_server_for_its_models_loads_no_ca_bundle(url, monkeypatch):
+    """Every command-line run against a server asks it for its models first (``runs.served_models``): over plain
+    HTTP that cost a CA bundle (about 45 ms of CPU a run) until it used the client's rule."""
+    import ssl
+
+    from harness_lib import client as client_module
+    from harness_lib.runs import served_models
+    loaded = []
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", lambda *a, **k: loaded.append(a[1:]))
+    client_module._tls.cache_clear()
+    try:
+        models = served_models(url, "k")
+        assert models and all(m["owned_by"] == "scripted" for m in models)
+        assert loaded == []
+        assert served_models("HTTPS://127.0.0.1:9/v1", "k") is None  # nothing listens there; it tried TLS
+        assert len(loaded) == 1
+    finally:
+        client_module._tls.cache_clear()
