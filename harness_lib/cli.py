@@ -278,6 +278,32 @@ def quiet_signals():
 
 
 
+def _arun(make):
+    """``asyncio.run(make())``, with no instant at which a signal leaves something half made. The loop is built
+    with SIGINT and SIGTERM held: one landing midway (its exception raised from ``quiet_signals``) left a
+    half-built loop whose clean-up printed a traceback; held, it lands once the loop is whole. The run's
+    coroutine is made once the loop is there, and closed if it never ran (no "never awaited" warning)."""
+    import asyncio
+
+    def whole_loop():
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+        try:
+            return asyncio.new_event_loop()
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    coro = None
+    try:
+        with asyncio.Runner(loop_factory=whole_loop) as runner:
+            runner.get_loop()
+            coro = make()
+            return runner.run(coro)
+    finally:
+        if coro is not None:
+            coro.close()  # a coroutine that ran is done by now: only one never started is closed here
+
+
 @contextlib.contextmanager
 def _on_signals(stop: GracefulStop, heard: list[int]):
     """While the run goes, Ctrl-C and SIGTERM are requests to its ``GracefulStop``: the first stops it at the
@@ -344,14 +370,13 @@ def _given(args) -> dict:
 
 def cmd_run(args, lm=None) -> int:
     """``run``; ``lm``: the local model started for it (--local-model), its endpoint and its model."""
-    import asyncio
     # The environment seam, flags winning: LLM_BASE_URL, LLM_MODEL (LLM_API_KEY: _Show.how).
     base_url = lm.base_url if lm else args.base_url or os.environ.get("LLM_BASE_URL") or None
     model = args.model or (lm.model if lm else None) or (os.environ.get("LLM_MODEL") if base_url else None) or None
     show = _Show(args, lm.prompts if lm and args.show_prompt else None)
-    out = asyncio.run(runs.start(args.scenario, model=model, task=args.task, run_id=args.run_id,
-                                 state_dir=args.state_dir, workspace=args.workspace,
-                                 options={**_given(args), "base_url": base_url}, **show.how()))
+    out = _arun(lambda: runs.start(args.scenario, model=model, task=args.task, run_id=args.run_id,
+                                   state_dir=args.state_dir, workspace=args.workspace,
+                                   options={**_given(args), "base_url": base_url}, **show.how()))
     show.done()
     return _finish(out, args, show.heard)
 
@@ -359,14 +384,13 @@ def cmd_run(args, lm=None) -> int:
 def cmd_resume(args, lm=None) -> int:
     """``resume``; ``lm``: the run's local model, started again on this process's port (not a change of the
     run's options). Moved to another server (--base-url), a run is no longer the local model's."""
-    import asyncio
     given = _given(args)
     if "base_url" in given:
         given.setdefault("local_model", False)
     show = _Show(args, lm.prompts if lm and args.show_prompt else None)
-    out = asyncio.run(runs.resume(args.state_dir, args.run_id, approve=args.approve, reject=args.reject,
-                                  reason=args.reason, silent=args.silent, options=given,
-                                  local_base_url=lm.base_url if lm else None, **show.how()))
+    out = _arun(lambda: runs.resume(args.state_dir, args.run_id, approve=args.approve, reject=args.reject,
+                                    reason=args.reason, silent=args.silent, options=given,
+                                    local_base_url=lm.base_url if lm else None, **show.how()))
     show.done()
     return _finish(out, args, show.heard)
 
