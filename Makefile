@@ -20,7 +20,8 @@ chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
 	$(BIN)/python -m harness_lib.chapter.translations build --brief
 
-# One worker process per core (pytest-xdist; tests/conftest.py says what stays together and what goes first):
+# One worker process more than the cores (pytest-xdist's `-n auto`, as tests/conftest.py defines it, with what stays
+# together and what goes first):
 # `make test TEST_JOBS=0` runs it all in pytest's own process, as before.
 # Bytecode is written and read, Python's default, even where the machine turns writing off (PYTHONDONTWRITEBYTECODE
 # set, as on this project's CI): otherwise every process, each campaign child and each kernel, compiles the harness
