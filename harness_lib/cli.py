@@ -277,7 +277,6 @@ def quiet_signals():
             signal.signal(s, handler)
 
 
-
 def _arun(make):
     """``asyncio.run(make())``, with no instant at which a signal leaves something half made. The loop is built
     with SIGINT and SIGTERM held: one landing midway (its exception raised from ``quiet_signals``) left a
@@ -293,10 +292,11 @@ def _arun(make):
             if held is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
+    if not hasattr(asyncio, "Runner"):  # Python 3.10 has no Runner to build the loop: asyncio.run, as before
+        return asyncio.run(make())
     coro = None
     try:
-        with asyncio.Runner(loop_factory=whole_loop) as runner:
-            runner.get_loop()
+        with asyncio.Runner(loop_factory=whole_loop) as runner:  # (entering it builds the loop)
             coro = make()
             return runner.run(coro)
     finally:

@@ -174,3 +174,10 @@ def test_a_signal_while_the_event_loop_is_built_is_one_line(tmp_path, sig, code,
                            str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == code and done.stderr.startswith("stopped by "), done.stderr[-800:]
     assert len(done.stderr.splitlines()) == 1, done.stderr[-800:]
+
+
+def test_on_python_3_10_without_asyncio_runner_a_run_still_runs(monkeypatch, capsys):
+    import asyncio
+    monkeypatch.delattr(asyncio, "Runner")
+    assert main(["run", "plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
