@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import io
 import json
 import math
@@ -25,7 +26,7 @@ import pytest
 
 from harness_lib import cli
 from harness_lib.loop import Options, run
-from harness_lib.state import DecisionError, StateFileError, approve, load, new_run, reject, save
+from harness_lib.state import DecisionError, StateFileError, approve, check_run_id, load, new_run, pending, reject, save
 from harness_lib.state import check as state_check  # what load refuses, each way, without a file
 from harness_lib.testing import FakeModel, asks, call
 from harness_lib.tools import Tool, ToolContext
@@ -235,9 +236,152 @@ def test_a_message_edited_by_hand_is_refused_saying_which_and_what(label):
     assert state_check({**GOOD, "messages": [*GOOD["messages"], message]}, "r1") == says
 
 
+# A run with one turn, one call, one result, as the loop writes it: each field below edited by hand, alone, and
+# what `check` says of it, word for word (found by make mutate: state.check, state._count, _money, _text)
+RAN = {**GOOD, "turns": 1, "prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.5, "config": {"max_turns": 3},
+       "per_turn": [{"prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.5}],
+       "messages": [*GOOD["messages"], asks(call("c1", "list_files")),
+                    {"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": "[]"}],
+       "tool_log": [{"callId": "c1", "toolName": "list_files", "args": "{}", "signature": "s", "ok": True, "ms": 1}]}
+PAUSED = ("status 'paused' is not one of ('running', 'completed', 'failed', 'max_turns_exceeded', 'budget_exceeded', "
+          "'interrupted')")
+TOP = 10 ** 15 - 1  # the largest count, and the largest whole number of dollars, a state file may hold
+UNSET = object()  # the field left out of the file
+STATE_FIELDS = {
+    "as the loop wrote it": ({}, []),
+    "every list and table left out": (dict.fromkeys(["per_turn", "tool_log", "approved", "rejected", "started",
+                                                     "subruns", "meta", "config", "instance"], UNSET)
+                                      | {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0}, []),
+    "version 1 after the upgrade": ({"version": 1}, ["state version 1, this harness reads 2"]),
+    "another run's id": ({"run_id": "r2"}, ["run_id is 'r2'"]),
+    "an unknown status": ({"status": "paused"}, [PAUSED]),
+    "no model": ({"model": None}, ["model is not a string"]),
+    "an instance of 64 characters": ({"instance": "i" * 64}, []),
+    "an instance of 65 characters": ({"instance": "i" * 65}, ["instance is not a short string"]),
+    "an instance that is a number": ({"instance": 5}, ["instance is not a short string"]),
+    "no messages": ({"messages": []}, ["messages is not a non-empty list"]),
+    "messages that are text": ({"messages": "hi"}, ["messages is not a non-empty list"]),
+    "two messages that are no objects": ({"messages": [*GOOD["messages"], 5, 6]},
+                                         ["messages[2] is not an object", "messages[3] is not an object"]),
+    "turns below 0": ({"turns": -1}, ["turns is not a whole number from 0 to 10^15"]),
+    "prompt tokens as a fraction": ({"prompt_tokens": 1.5}, ["prompt_tokens is not a whole number from 0 to 10^15"]),
+    "completion tokens as text": ({"completion_tokens": "5"},
+                                  ["completion_tokens is not a whole number from 0 to 10^15"]),
+    "the most tokens": ({"prompt_tokens": TOP, "per_turn": [{"prompt_tokens": TOP, "completion_tokens": 5,
+                                                            "cost_usd": 0.5}]}, []),
+    "one token more": ({"prompt_tokens": TOP + 1}, ["prompt_tokens is not a whole number from 0 to 10^15"]),
+    "the most dollars": ({"cost_usd": float(TOP), "per_turn": [{"prompt_tokens": 10, "completion_tokens": 5,
+                                                               "cost_usd": float(TOP)}]}, []),
+    "a dollar more": ({"cost_usd": float(TOP + 1)}, ["cost_usd is not a number of dollars from 0 to 10^15"]),
+    "dollars as text": ({"cost_usd": "0.5"}, ["cost_usd is not a number of dollars from 0 to 10^15"]),
+    **{f"{key} of the wrong kind": ({key: bad}, [f"{key} is not a {kind}"]) for key, bad, kind in [
+        ("approved", "c1", "list"), ("started", {}, "list"), ("rejected", [], "dict"), ("tool_log", {}, "list"),
+        ("per_turn", {}, "list"), ("subruns", {}, "list"), ("meta", [], "dict"), ("config", [], "dict")]},
+    "a turn that is no object": ({"per_turn": [5]}, ["per_turn[0] is not {prompt_tokens, completion_tokens, "
+                                                     "cost_usd} of non-negative numbers"]),
+    **{f"a turn without {key}": ({"per_turn": [{k: v for k, v in RAN["per_turn"][0].items() if k != key}]},
+                                 ["per_turn[0] is not {prompt_tokens, completion_tokens, cost_usd} of non-negative "
+                                  "numbers"]) for key in ("prompt_tokens", "completion_tokens", "cost_usd")},
+    "a turn more than the record": ({"turns": 2}, ["turns is 2 but per_turn records 1"]),
+    "prompt tokens not the sum": ({"prompt_tokens": 11}, ["prompt_tokens is not the sum of per_turn"]),
+    "completion tokens not the sum": ({"completion_tokens": 4}, ["completion_tokens is not the sum of per_turn"]),
+    "dollars a billionth off": ({"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "per_turn": [],
+                                 "cost_usd": 1e-9}, []),
+    "dollars more than a billionth off": ({"cost_usd": 0.5 + 3e-9}, ["cost_usd is not the sum of per_turn"]),
+    "calls approved, begun and rejected that are in it": ({"approved": ["c1"], "started": ["c1"],
+                                                           "rejected": {"c1": "no"}}, []),
+    **{f"{key} naming {label}": ({key: [bad]}, [f"{key} names a call that is not in the transcript"])
+       for key in ("approved", "started") for label, bad in (("no call", "c9"), ("a number", 5))},
+    "rejected naming no call": ({"rejected": {"c9": "no"}},
+                                ["rejected names a call that is not in the transcript, or gives it no text"]),
+    "rejected without text": ({"rejected": {"c1": 5}},
+                              ["rejected names a call that is not in the transcript, or gives it no text"]),
+    "a tool run that is no object": ({"tool_log": [5]}, ["tool_log[0] is not a tool run record"]),
+    **{f"a tool run with {key} {bad!r}": ({"tool_log": [{**RAN["tool_log"][0], key: bad}]},
+                                          ["tool_log[0] is not a tool run record"])
+       for key, bad in (("callId", None), ("toolName", 5), ("args", {}), ("ok", 1))},
+    "a child without its cost": ({"subruns": [{"runId": "r1-1"}]}, []),
+    "a child that is no object": ({"subruns": [5]}, ["subruns[0] has no cost from 0 to 10^15"]),
+    "a child costing less than nothing": ({"subruns": [{"costUsd": -1}]}, ["subruns[0] has no cost from 0 to 10^15"]),
+    "old names beside the new": ({"tool_log": [{**RAN["tool_log"][0], "unknown_outcome": True}],
+                                  "subruns": [{"costUsd": 1, "cost_usd": 1}],
+                                  "interruption": {"type": "max_turns", "cut_reply": True}},
+                                 ["tool_log[0] has unknown_outcome, the old name of unknownOutcome",
+                                  "subruns[0] has cost_usd, the old name of costUsd",
+                                  "interruption has cut_reply, the old name of cutReply"]),
+    "an output and an error": ({"output": "done", "error": "x"}, []),
+    "an output that is no text": ({"output": 5}, ["output is not text or null"]),
+    "an error that is no text": ({"error": []}, ["error is not text or null"]),
+    "waiting for an approval": ({"status": "interrupted", "interruption": {
+        "type": "approval", "callId": "c1", "toolName": "list_files", "args": {}}}, []),
+    "cancelled with a reason": ({"status": "interrupted", "interruption": {"type": "cancelled", "reason": "r"}}, []),
+    "stopped at the cap": ({"status": "max_turns_exceeded", "interruption": {"type": "max_turns"}}, []),
+    **{f"an interruption {label}": ({"status": "interrupted", "interruption": why},
+                                    ["interruption is not one of the chapter's shapes"]) for label, why in [
+        ("that is no object", 5), ("of no known type", {"type": "paused"}),
+        ("for approval without its call", {"type": "approval", "toolName": "list_files", "args": {}}),
+        ("whose call id is a number", {"type": "approval", "callId": 1, "toolName": "list_files", "args": {}}),
+        ("whose tool is a number", {"type": "approval", "callId": "c1", "toolName": 1, "args": {}}),
+        ("whose reason is a number", {"type": "cancelled", "reason": 1})]},
+    "a completed run waiting for an approval": ({"status": "completed", "interruption": {
+        "type": "approval", "callId": "c1", "toolName": "list_files", "args": {}}},
+        ["a completed run cannot be interrupted for approval"]),
+    "a failed run cancelled": ({"status": "failed", "interruption": {"type": "cancelled", "reason": "r"}},
+                               ["a failed run cannot be interrupted for cancelled"]),
+    "an option that is a list": ({"config": {"max_turns": 3, "base_url": None, "tools": ["a"]}},
+                                 ["config.tools is not a plain value"]),
+    "an option named by a number": ({"config": {1: 3}}, ["config.1 is not a plain value"]),  # (only from a caller)
+}
+
+
+@pytest.mark.parametrize("label", list(STATE_FIELDS))
+def test_a_state_field_edited_by_hand_is_refused_saying_what(label):
+    changes, says = STATE_FIELDS[label]
+    data = copy.deepcopy({**RAN, **{k: v for k, v in changes.items() if v is not UNSET}})
+    for key in [k for k, v in changes.items() if v is UNSET]:
+        del data[key]
+    assert state_check(data, "r1") == says
+
+
+SIX = {"model": None, "instance": 5, "turns": -1, "prompt_tokens": -1, "completion_tokens": -1, "cost_usd": -1}
+SAID = ["model is not a string", "instance is not a short string", "turns is not a whole number from 0 to 10^15",
+        "prompt_tokens is not a whole number from 0 to 10^15",
+        "completion_tokens is not a whole number from 0 to 10^15",
+        "cost_usd is not a number of dollars from 0 to 10^15"]
+
+
+@pytest.mark.parametrize("more, says", [({}, SAID), ({"status": "paused"}, [
+    PAUSED, *SAID[:5], "and 1 more"]), ({"status": "paused", "run_id": "r2"}, [
+        "run_id is 'r2'", PAUSED, *SAID[:4], "and 2 more"])],
+    ids=["six", "seven", "eight"])
+def test_a_state_file_names_six_problems_and_counts_the_rest(tmp_path, more, says):
+    """(found by make mutate: state.load)"""
+    path = tmp_path / "r1.json"
+    path.write_text(json.dumps({**GOOD, **SIX, **more}))
+    with pytest.raises(StateFileError) as refused:
+        load(tmp_path, "r1")
+    assert str(refused.value) == f"{path}: {'; '.join(says)}; the file is left as it is"
+
+
+def test_a_missing_state_file_is_named_alone_when_no_journal_is_there_either(tmp_path):
+    """(found by make mutate: state.load)"""
+    with pytest.raises(StateFileError) as refused:
+        load(tmp_path, "r1")
+    assert str(refused.value) == f"{tmp_path / 'r1.json'}: no such state file"
+
+
 def test_an_invalid_run_id_is_refused(tmp_path):
     with pytest.raises(StateFileError, match=r"invalid run id \.\./etc"):
         load(tmp_path, "../etc")
+
+
+def test_a_run_id_of_100_characters_is_taken_and_one_that_is_no_text_is_shown_as_what_it_is():
+    """(found by make mutate: state.check_run_id)"""
+    assert check_run_id("r" * 100) == "r" * 100
+    with pytest.raises(StateFileError, match=r"^invalid run id r{60}\.\.\. \(101 characters\)"):
+        check_run_id("r" * 101)
+    with pytest.raises(StateFileError, match=r"^invalid run id PosixPath\('r1'\) \(0 characters\)"):
+        check_run_id(Path("r1"))
 
 
 # -- decisions and resumes that do not fit the run: a clear message, the state file unchanged --------------
@@ -296,6 +440,22 @@ def test_approving_in_a_failed_run_is_refused_in_process():
 def test_rejecting_twice_is_refused_in_process():
     with pytest.raises(DecisionError, match="call 'c2' was already rejected in run r1"):
         reject(reject(waiting(), "c2"), "c2")
+
+
+def test_the_pending_calls_are_the_last_answers_unanswered_ones_until_someone_speaks_after_it():
+    """(found by make mutate: state.pending)"""
+    state = new_run(SYSTEM_PROMPT, TASK, "destructive", run_id="r1")
+    first, second = call("c1", "list_files"), call("c2", "delete_file", {"path": "access.log"})
+    state.messages.append(asks(first, second))
+    assert pending(state) == [first, second]
+    state.messages.append({"role": "tool", "tool_call_id": "c1", "name": "list_files", "content": "[]"})
+    assert pending(state) == [second]  # the transcript ends in a tool's answer: the other call still waits
+    state.messages.append({"role": "user", "content": "never mind"})
+    assert pending(state) == []  # someone spoke after the calls: none is pending
+    state.messages = state.messages[:2] + state.messages[3:4]  # a tool's answer with no call before it (edited)
+    assert pending(state) == []
+    state.messages = []
+    assert pending(state) == []
 
 
 # -- limits that make no sense: refused, naming the limit, before anything runs -----------------------------

@@ -7,8 +7,10 @@ import errno
 import json
 import os
 import pickle
+import re
 import shutil
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -516,3 +518,72 @@ def test_a_reserve_holds_exactly_its_bytes_written_as_zeros_where_they_cannot_be
     with pytest.raises(OSError) as e:
         make_reserve(tmp_path, "lost", size)
     assert e.value.errno == errno.EIO and not state_module.reserve_path(tmp_path, "lost").exists()
+
+
+def test_a_value_json_cannot_hold_is_refused_before_it_reaches_the_snapshot(tmp_path):
+    """As for a journal line: a NaN never reaches the snapshot, which no load would accept; the last save stays
+    the run (found by make mutate: state._write)."""
+    state = bound_run(tmp_path, lines=1)
+    saved = state.to_dict()
+    state.meta["score"], state.status = float("nan"), "completed"  # a stopped run: written whole
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        save(state, tmp_path)
+    assert load(tmp_path, "r").to_dict() == saved
+
+
+def test_the_snapshot_is_written_beside_itself_under_a_hidden_name_then_renamed(tmp_path, monkeypatch):
+    """The temporary file is in the state's folder (one file system: the rename is atomic), and what a power
+    cut leaves of it is hidden and named after its run, never ``*.json`` (found by make mutate: state._write)."""
+    renamed, real_replace = [], os.replace
+
+    def replace(src, dst):
+        renamed.append((src, dst))
+        return real_replace(src, dst)
+    monkeypatch.setattr(state_module.os, "replace", replace)
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r")
+    save(state, tmp_path / "runs")
+    [(src, dst)] = renamed
+    assert Path(dst) == state_path(tmp_path / "runs", "r") and Path(src).parent == Path(dst).parent
+    assert re.fullmatch(r"\.r\.\w+\.tmp", Path(src).name), src
+    assert sorted(os.listdir(tmp_path / "runs")) == ["r.json"]
+
+
+def test_a_save_makes_the_states_folder_and_the_folders_above_it(tmp_path):
+    """(found by make mutate: state._compact)"""
+    state = new_run(SYSTEM_PROMPT, TASK, "runaway", run_id="r")
+    save(state, tmp_path / "new" / "runs")
+    assert load(tmp_path / "new" / "runs", "r").to_dict() == state.to_dict()
+
+
+def test_a_run_saved_stopped_then_continued_in_the_same_process_saves_again(tmp_path):
+    """A stopped run is written whole and let go of its journal; the same object resumed (a cell run again)
+    binds a new one at its next save (found by make mutate: state._unbind)."""
+    state = bound_run(tmp_path, lines=1)
+    state.status = "max_turns_exceeded"
+    save(state, tmp_path)
+    state.status = "running"
+    for i in range(2):
+        state.messages.append({"role": "user", "content": f"again {i}"})
+        save(state, tmp_path)
+    assert load(tmp_path, "r").to_dict() == state.to_dict()
+
+
+def test_disk_full_as_a_stopped_run_is_written_whole_saves_it_in_its_reserve(tmp_path, monkeypatch):
+    """The snapshot, not a journal line, meets the full disk: the run is written into its reserve, its journal
+    removed, and the error says the disk is full (found by make mutate: state.save)."""
+    state = bound_run(tmp_path, lines=1)
+    make_reserve(tmp_path, "r", 1 << 16)
+    real_fsync, failed = os.fsync, []
+
+    def full(fd):
+        if not failed:
+            failed.append(fd)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+    monkeypatch.setattr(state_module.os, "fsync", full)
+    state.status = "completed"
+    with pytest.raises(DiskFullError, match="the run was saved using its reserve"):
+        save(state, tmp_path)
+    monkeypatch.undo()
+    assert failed and load(tmp_path, "r").to_dict() == state.to_dict()
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]  # no journal, no reserve, no temporary file
