@@ -7,6 +7,7 @@ notebooks' kernels included (they inherit this environment): the tests check the
 the reader happens to have configured. Tests of the seam set the variables themselves (monkeypatch)."""
 
 import os
+import sys
 
 import pytest
 
@@ -116,3 +117,25 @@ def pytest_collection_modifyitems(config, items):
     """A worker's (it collects, the controller does not): the heaviest first, each file's tests in its order."""
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: _rank(item.nodeid))
+
+
+# -- the tests' kernels, forked warm -------------------------------------------------------------------------
+# A kernel this process starts for a notebook (nbval, nbclient) is forked from a server that has imported
+# IPython, pandas and matplotlib once, not started afresh (tests/warm_kernels.py says what differs and where fresh
+# kernels are kept). HARNESS_TEST_WARM_KERNELS=0: every kernel fresh.
+_warm_kernels = None
+
+
+def pytest_configure(config):
+    global _warm_kernels
+    if os.environ.get("HARNESS_TEST_WARM_KERNELS", "1") != "0" and sys.platform.startswith("linux"):
+        import warm_kernels
+        _warm_kernels = warm_kernels.WarmKernels(dict(os.environ))
+        _warm_kernels.install()
+
+
+def pytest_unconfigure(config):
+    global _warm_kernels
+    if _warm_kernels is not None:
+        _warm_kernels.close()
+        _warm_kernels = None

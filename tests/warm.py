@@ -30,6 +30,7 @@ still alive and leaves. A child dies with the server (``PR_SET_PDEATHSIG``), so 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -88,6 +89,9 @@ def serve(lifeline: socket.socket):
                     return _become(request, fds[1:], libc, server)
                 for fd in fds[1:]:
                     os.close(fd)
+                if request.get("start_new_session"):
+                    with contextlib.suppress(PermissionError):  # (EACCES: the child did it first)
+                        os.setpgid(pid, pid)
                 alive[pid], conns[conn] = os.pidfd_open(pid), pid
                 conn.send(json.dumps({"pid": pid}).encode())
                 sel.register(alive[pid], selectors.EVENT_READ, ("exit", pid, conn))
@@ -120,6 +124,8 @@ def _become(request: dict, stdio: list[int], libc, server: int) -> tuple[str, li
     """In the forked child: take the streams, folder, environment and argv asked for."""
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != server:
         os._exit(125)  # the server died as we were born: nobody would reap or report this child
+    if request.get("start_new_session"):
+        os.setpgid(0, 0)  # its own process group (the server does it too: set before its pid is reported)
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
         os.close(fd)
@@ -134,11 +140,12 @@ def _become(request: dict, stdio: list[int], libc, server: int) -> tuple[str, li
 
 
 def main():
-    """The server's entry point: ``python tests/warm.py FD OWNER`` (FD: the lifeline, a SOCK_SEQPACKET
-    socket; OWNER: the pid of the process that started it, there only for ``leftovers`` to read)."""
+    """The server's entry point: ``python tests/warm.py FD OWNER MODULES`` (FD: the lifeline, a SOCK_SEQPACKET
+    socket; OWNER: the pid of the process that started it, there only for ``leftovers`` to read; MODULES: what
+    to import, comma-separated)."""
     lifeline = socket.socket(fileno=int(sys.argv[1]))
     sys.path.pop(0)  # tests/: not on a ``python -m`` child's path
-    for name in WARM:
+    for name in sys.argv[3].split(","):
         __import__(name)
     lifeline.send(b"ready")
     child = serve(lifeline)
@@ -158,7 +165,8 @@ def leftovers(owner: int | None = None) -> list[int]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue  # not a process, or gone meanwhile
-        if argv[1:2] + argv[3:4] == mine:
+        at = argv.index(mine[0]) if mine[0] in argv[1:3] else -1  # (after the interpreter's options, if any)
+        if at > 0 and argv[at + 2:at + 3] == mine[1:]:
             found.append(int(entry))
     return sorted(found)
 
@@ -166,23 +174,30 @@ def leftovers(owner: int | None = None) -> list[int]:
 # -- the campaign's side -----------------------------------------------------------------------------------------
 class Launcher:
     """The fork server, started once; call it as ``subprocess.Popen`` with ``[sys.executable, "-m", module,
-    *args]`` (the only command it runs). Close it (``with``) to end the server and any child still alive."""
+    *args]`` (the only command it runs). Close it (``with``) to end the server and any child still alive.
+    ``modules``: what the server imports before it forks (the campaigns' ``WARM`` by default); ``options``:
+    the interpreter's own options (``-X...``) the server runs with, which a command then gives after
+    ``sys.executable``; ``env``: the server's environment (this process's by default), which is what the
+    modules saw when they were imported."""
 
-    def __init__(self):
+    def __init__(self, modules: tuple[str, ...] = WARM, options: tuple[str, ...] = (), env: dict | None = None):
+        self.options = list(options)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._lock = threading.Lock()
         self._lifeline = ours
-        self.server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(theirs.fileno()),
-                                        str(os.getpid())],  # the owner, for ``leftovers``
+        self.server = subprocess.Popen([sys.executable, *self.options, str(Path(__file__).resolve()),
+                                        str(theirs.fileno()), str(os.getpid()),  # the owner, for ``leftovers``
+                                        ",".join(modules)],
                                        pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, start_new_session=True)
+                                       stdout=subprocess.DEVNULL, start_new_session=True, env=env)
         theirs.close()
         if ours.recv(16) != b"ready":
             self.close()
             raise LauncherGone(f"the fork server did not start (exit {self.server.wait()})")
 
-    def __call__(self, argv, *, env=None, cwd=None, stdin=None, stdout=None, stderr=None, text=False) -> Child:
-        return Child(self, list(argv), env, cwd, stdin, stdout, stderr, text)
+    def __call__(self, argv, *, env=None, cwd=None, stdin=None, stdout=None, stderr=None, text=False,
+                 start_new_session=False) -> Child:
+        return Child(self, list(argv), env, cwd, stdin, stdout, stderr, text, start_new_session)
 
     def _request(self, request: dict, fds: list[int]):
         with self._lock:
@@ -207,10 +222,12 @@ class Child:
     """A forked child, seen as ``subprocess.Popen`` sees its own: pid, poll, wait, send_signal, kill,
     terminate, communicate, returncode, and the pipes asked for."""
 
-    def __init__(self, launcher: Launcher, argv, env, cwd, stdin, stdout, stderr, text):
-        if argv[:2] != [sys.executable, "-m"] or len(argv) < 3:
-            raise ValueError(f"the launcher runs `{sys.executable} -m MODULE ...` only, not {argv}")
+    def __init__(self, launcher: Launcher, argv, env, cwd, stdin, stdout, stderr, text, start_new_session=False):
+        head = [sys.executable, *launcher.options, "-m"]
+        if argv[:len(head)] != head or len(argv) <= len(head):
+            raise ValueError(f"the launcher runs `{' '.join(head)} MODULE ...` only, not {argv}")
         self.args, self.returncode = argv, None
+        module, args = argv[len(head)], argv[len(head) + 1:]
         self.stdin = None
         ours, theirs, sent = {}, [], []
         for fd, how in ((0, stdin), (1, stdout), (2, stderr)):
@@ -225,8 +242,9 @@ class Child:
             else:
                 sent.append(fd if how is None else how if isinstance(how, int) else how.fileno())
         self._conn, conn = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = {"module": argv[2], "args": [str(a) for a in argv[3:]],
-                   "env": dict(os.environ if env is None else env), "cwd": str(cwd or os.getcwd())}
+        request = {"module": module, "args": [str(a) for a in args],
+                   "env": dict(os.environ if env is None else env), "cwd": str(cwd or os.getcwd()),
+                   "start_new_session": bool(start_new_session)}
         try:
             launcher._request(request, [conn.fileno(), *sent])
         finally:

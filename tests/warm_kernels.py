@@ -1,0 +1,95 @@
+"""The tests' notebook kernels without 1.6 s of imports each: ipykernel children of a fork server.
+
+``make test`` starts some sixty kernels in its own processes (nbval's, one per notebook; the reader sessions of
+tests/test_parameters.py, test_sliders.py, test_reader_params.py, test_kernel_stop.py ...), and a fresh kernel
+spends about 1.6 s of CPU importing IPython, ipykernel's modules, pandas and matplotlib before its first cell
+does anything. Here jupyter_client's launch of ``python -m ipykernel_launcher`` goes to a fork server of
+``tests/warm.py`` that imported those once (``MODULES``): the kernel is a forked child, a process of its own
+in a process group of its own (so an interrupt or a kill reaches it and what it started, as with a fresh
+one), with the environment, working folder, argv and streams jupyter_client asked for; it then runs
+``ipykernel_launcher`` as ``python -m`` does. Its cells run the same code; what differs is when the modules
+were imported, and so:
+
+- a kernel is forked only when its environment is the one the server imported those modules with (this
+  process's at the session's start, but for the variables jupyter_client sets per kernel and pytest per test,
+  ``PER_KERNEL``, which none of ``MODULES`` reads: ipykernel.kernelapp, which reads ``JPY_PARENT_PID`` at import, is not
+  among them), and only for the interpreter options the server runs with; any other kernel starts fresh;
+- harness_lib is never imported by the server: it reads its variables (the endpoint seam, the cache folder,
+  the language) when a kernel imports it.
+
+Where a reader's kernels start, the tests keep fresh ones: the browser test's JupyterLab, ``make chapter``
+and the benchmarks start their own, and ``HARNESS_TEST_WARM_KERNELS=0`` turns this off for a whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jupyter_client.provisioning.local_provisioner as _provisioner
+
+import warm
+
+MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "matplotlib_inline.backend_inline", "IPython",
+           "zmq", "tornado", "jupyter_client", "ipykernel.ipkernel", "ipykernel.zmqshell")
+PER_KERNEL = ("JPY_PARENT_PID", "JPY_SESSION_NAME",  # set by jupyter_client for each kernel it launches,
+              "PYTEST_CURRENT_TEST")                 # and by pytest for each test
+OPTIONS = ((), ("-Xfrozen_modules=off",))  # nbval's current-environment kernel; ipykernel's kernelspec
+_fresh = _provisioner.launch_kernel                   # jupyter_client's own
+
+
+class WarmKernels:
+    """Installed as jupyter_client's kernel launcher in this process (``install``); the server starts at the
+    first kernel it can fork. ``forked`` and ``fresh`` count the kernels launched each way."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = {k: v for k, v in env.items() if k not in PER_KERNEL}
+        self.launchers: dict[tuple[str, ...], warm.Launcher] = {}  # by the interpreter's options
+        self.forked = self.fresh = 0
+        self._before = _fresh
+
+    @staticmethod
+    def options(cmd: list[str]) -> tuple[str, ...] | None:
+        """The interpreter options of ``python [OPTIONS] -m ipykernel_launcher ...`` (None: another command)."""
+        for options in OPTIONS:
+            head = [*options, "-m", "ipykernel_launcher"]
+            if cmd[1:len(head) + 1] == head and os.path.samefile(cmd[0], sys.executable):
+                return options
+        return None
+
+    def why_fresh(self, cmd: list[str], env: dict[str, str] | None, independent: bool, kw: dict) -> str | None:
+        """Why this kernel cannot be forked (None: it can)."""
+        if self.options(cmd) is None:
+            return f"another command: {cmd[:4]}"
+        if independent or kw:
+            return f"options a fork does not give: independent={independent}, {sorted(kw)}"
+        given = {k: v for k, v in (os.environ if env is None else env).items() if k not in PER_KERNEL}
+        if given != self.env:
+            return f"another environment: {sorted(set(given.items()) ^ set(self.env.items()))[:3]}"
+        return None
+
+    def launch(self, cmd, stdin=None, stdout=None, stderr=None, env=None, independent=False, cwd=None, **kw):
+        """jupyter_client's ``launch_kernel``, the same arguments and the same ``Popen``-like answer."""
+        if self.why_fresh(cmd, env, independent, kw) is not None:
+            self.fresh += 1
+            return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, independent=independent,
+                          cwd=cwd, **kw)
+        options = self.options(cmd)
+        if options not in self.launchers:
+            self.launchers[options] = warm.Launcher(MODULES, options, env=self.env)
+        env = dict(os.environ if env is None else env)
+        env["JPY_PARENT_PID"] = str(os.getpid())  # what jupyter_client's launch_kernel adds (not independent)
+        self.forked += 1
+        return self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd, stdin=subprocess.PIPE if stdin is None else stdin,
+                             stdout=stdout, stderr=stderr, start_new_session=True)
+
+    def install(self):
+        self._before = _provisioner.launch_kernel
+        _provisioner.launch_kernel = self.launch
+
+    def close(self):
+        if _provisioner.launch_kernel == self.launch:
+            _provisioner.launch_kernel = self._before
+        while self.launchers:
+            self.launchers.popitem()[1].close()
