@@ -155,10 +155,12 @@ def main():
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-def leftovers(owner: int | None = None) -> list[int]:
+def leftovers(owner: int | None = None, modules: tuple[str, ...] = WARM) -> list[int]:
     """The process table's word on what is still alive of the servers ``owner`` (this process, by
-    default) started, and of their children: a forked child keeps the server's command line."""
-    mine = [str(Path(__file__).resolve()), str(os.getpid() if owner is None else owner)]
+    default) started to import ``modules`` (the campaigns' servers, by default: not the kernels' of
+    tests/warm_kernels.py, which a pytest worker keeps for its whole session), and of their children: a
+    forked child keeps the server's command line."""
+    mine = [str(Path(__file__).resolve()), str(os.getpid() if owner is None else owner), ",".join(modules)]
     found = []
     for entry in os.listdir("/proc"):
         try:
@@ -166,7 +168,7 @@ def leftovers(owner: int | None = None) -> list[int]:
         except OSError:
             continue  # not a process, or gone meanwhile
         at = argv.index(mine[0]) if mine[0] in argv[1:3] else -1  # (after the interpreter's options, if any)
-        if at > 0 and argv[at + 2:at + 3] == mine[1:]:
+        if at > 0 and argv[at + 2:at + 4] == mine[1:]:
             found.append(int(entry))
     return sorted(found)
 

@@ -28,7 +28,6 @@ import subprocess
 import sys
 
 import jupyter_client.provisioning.local_provisioner as _provisioner
-
 import warm
 
 MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "matplotlib_inline.backend_inline", "IPython",
@@ -71,7 +70,8 @@ class WarmKernels:
 
     def launch(self, cmd, stdin=None, stdout=None, stderr=None, env=None, independent=False, cwd=None, **kw):
         """jupyter_client's ``launch_kernel``, the same arguments and the same ``Popen``-like answer."""
-        if self.why_fresh(cmd, env, independent, kw) is not None:
+        why = self.why_fresh(cmd, env, independent, kw)
+        if why is not None:
             self.fresh += 1
             return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, independent=independent,
                           cwd=cwd, **kw)
@@ -81,8 +81,9 @@ class WarmKernels:
         env = dict(os.environ if env is None else env)
         env["JPY_PARENT_PID"] = str(os.getpid())  # what jupyter_client's launch_kernel adds (not independent)
         self.forked += 1
-        return self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd, stdin=subprocess.PIPE if stdin is None else stdin,
-                             stdout=stdout, stderr=stderr, start_new_session=True)
+        return self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd,
+                                       stdin=subprocess.PIPE if stdin is None else stdin, stdout=stdout,
+                                       stderr=stderr, start_new_session=True)
 
     def install(self):
         self._before = _provisioner.launch_kernel
