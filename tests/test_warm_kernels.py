@@ -35,11 +35,13 @@ def started(tmp_path, **options) -> tuple[KernelManager, object]:
 
 
 def run(kc, code: str, timeout: float = 60) -> tuple[str, dict]:
-    """Run ``code``: its printed text and the execute reply's content."""
-    out = []
-    reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: out.append(
-        m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
-    return "".join(out), reply["content"]
+    """Run ``code``, which binds ``OUT``: ``str(OUT)`` and the execute reply's content. (Read from the reply
+    itself, not from printed text: a stream message may trail the reply on a busy machine.)"""
+    reply = kc.execute_interactive(code, timeout=timeout, user_expressions={"out": "str(OUT)"})["content"]
+    if reply["status"] != "ok":
+        return "", reply
+    got = reply["user_expressions"]["out"]
+    return (got["data"]["text/plain"] if got["status"] == "ok" else ""), reply
 
 
 def parent_of(pid: int) -> int:
@@ -70,16 +72,16 @@ def test_a_forked_kernel_is_the_kernel_asked_for(kernels, tmp_path):
         text, reply = run(kc, textwrap.dedent("""
             import os, sys
             from ipykernel.kernelapp import IPKernelApp
-            print(os.getpid(), os.getpgid(0), os.getcwd(), os.environ["JPY_PARENT_PID"],
-                  IPKernelApp.instance().parent_handle, sys.flags.dont_write_bytecode == 0,
-                  sys._xoptions.get("frozen_modules"), "pandas" in sys.modules)
+            OUT = " ".join(map(str, (os.getpid(), os.getpgid(0), os.getcwd(), os.environ["JPY_PARENT_PID"],
+                                     IPKernelApp.instance().parent_handle, sys.flags.dont_write_bytecode == 0,
+                                     sys._xoptions.get("frozen_modules"), "pandas" in sys.modules)))
         """))
         assert reply["status"] == "ok", reply
         me = os.getpid()
         # its own process group (an interrupt to the group reaches it and nothing else); the folder and the
         # environment jupyter_client gave; the parent it watches is this process, not the server's empty one;
         # the interpreter's options of the kernelspec; and pandas already there, which is the point
-        assert text.split() == [str(pid), str(pid), str(tmp_path), str(me), str(me), "True", "off", "True"]
+        assert text.strip("'").split() == [str(pid), str(pid), str(tmp_path), str(me), str(me), "True", "off", "True"]
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
@@ -96,7 +98,8 @@ def test_an_interrupt_reaches_a_forked_kernel_and_a_kill_ends_it(kernels, tmp_pa
         km.interrupt_kernel()  # SIGINT to its process group, as for a fresh kernel
         reply = kc.get_shell_msg(timeout=10)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
-        assert run(kc, "print(6 * 7)")[0] == "42\n"  # and it goes on
+        text, reply = run(kc, "OUT = 6 * 7")
+        assert text == "'42'", reply  # and it goes on
         child = km.provisioner.process
         km.shutdown_kernel(now=True)  # SIGKILL to its process group
         assert gone_within(pid, 10) and child.returncode == -signal.SIGKILL
@@ -114,11 +117,12 @@ def test_a_kernel_the_servers_imports_would_not_fit_starts_fresh(kernels, tmp_pa
     km, kc = started(tmp_path)
     try:
         assert (kernels.forked, kernels.fresh) == (0, 1) and parent_of(km.provisioner.pid) == os.getpid()
-        assert run(kc, "import matplotlib; print(matplotlib.get_backend())")[0] == "agg\n"
+        assert run(kc, "import matplotlib; OUT = matplotlib.get_backend()")[0] == "'agg'"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     assert kernels.why_fresh([sys.executable, "-c", "pass"], None, False, {}).startswith("another command")
+    assert kernels.why_fresh(["/nowhere/python", "-m", "ipykernel_launcher"], None, False, {}).startswith("another")
     assert kernels.why_fresh([sys.executable, "-m", "ipykernel_launcher"], None, True, {}).startswith("options")
 
 

@@ -34,8 +34,15 @@ MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "matplotlib_inl
            "zmq", "tornado", "jupyter_client", "ipykernel.ipkernel", "ipykernel.zmqshell")
 PER_KERNEL = ("JPY_PARENT_PID", "JPY_SESSION_NAME",  # set by jupyter_client for each kernel it launches,
               "PYTEST_CURRENT_TEST")                 # and by pytest for each test
-OPTIONS = ((), ("-Xfrozen_modules=off",))  # nbval's current-environment kernel; ipykernel's kernelspec
+OPTIONS = ((), ("-Xfrozen_modules=off",))            # nbval's current-environment kernel; ipykernel's kernelspec
 _fresh = _provisioner.launch_kernel                   # jupyter_client's own
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # (a command that names no file: not this interpreter)
+        return False
 
 
 class WarmKernels:
@@ -53,7 +60,7 @@ class WarmKernels:
         """The interpreter options of ``python [OPTIONS] -m ipykernel_launcher ...`` (None: another command)."""
         for options in OPTIONS:
             head = [*options, "-m", "ipykernel_launcher"]
-            if cmd[1:len(head) + 1] == head and os.path.samefile(cmd[0], sys.executable):
+            if cmd[1:len(head) + 1] == head and _same_file(cmd[0], sys.executable):
                 return options
         return None
 
