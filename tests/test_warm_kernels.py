@@ -1,6 +1,6 @@
-"""The tests' kernels forked warm (``tests/warm_kernels.py``): a forked kernel is what jupyter_client asked for
-(its environment, folder, process group, the parent it watches), is interrupted, shut down and killed as a
-fresh one is, leaves nothing behind; and a kernel the server's imports would not fit starts fresh."""
+"""The tests' kernels forked warm (``tests/warm_kernels.py``): a forked kernel reports what a fresh one does (its
+folder, path, backend, streams, environment, process group ...), is interrupted, shut down and killed as a fresh one
+is, leaves nothing behind; and a kernel the server's imports would not fit starts fresh."""
 
 import os
 import signal
@@ -62,30 +62,57 @@ def gone_within(pid: int, seconds: float = 20) -> bool:
     return not alive(pid)
 
 
-@pytest.mark.slow
-def test_a_forked_kernel_is_the_kernel_asked_for(kernels, tmp_path):
+FACTS = textwrap.dedent("""
+    import os, select, signal, sys, threading
+    import matplotlib, numpy
+    from ipykernel.kernelapp import IPKernelApp
+    def handler(s):
+        h = signal.getsignal(s)
+        return getattr(h, "__name__", str(h))
+    OUT = repr({"cwd": os.getcwd(), "path": sys.path, "backend": matplotlib.get_backend(),
+                "stdin ended": bool(select.select([0], [], [], 5)[0]) and os.read(0, 1) == b"",
+                "parent given": IPKernelApp.instance().parent_handle == int(os.environ["JPY_PARENT_PID"]),
+                "group": os.getpgid(0) == os.getpid(), "flags": repr(sys.flags), "x": sys._xoptions,
+                "signals": [handler(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)],
+                "threads": sorted(t.name for t in threading.enumerate()),
+                "environment": sorted(set(os.environ) - {"JPY_PARENT_PID", "PYTEST_CURRENT_TEST"}),
+                "draw": numpy.random.rand()})
+""")
+
+
+def facts(tmp_path) -> dict:
     km, kc = started(tmp_path)
     try:
-        pid = km.provisioner.pid
-        server = kernels.launchers[("-Xfrozen_modules=off",)].server.pid
-        assert (kernels.forked, kernels.fresh) == (1, 0) and parent_of(pid) == server
-        text, reply = run(kc, textwrap.dedent("""
-            import os, sys
-            from ipykernel.kernelapp import IPKernelApp
-            OUT = " ".join(map(str, (os.getpid(), os.getpgid(0), os.getcwd(), os.environ["JPY_PARENT_PID"],
-                                     IPKernelApp.instance().parent_handle, sys.flags.dont_write_bytecode == 0,
-                                     sys._xoptions.get("frozen_modules"), "pandas" in sys.modules)))
-        """))
+        text, reply = run(kc, FACTS)
         assert reply["status"] == "ok", reply
-        me = os.getpid()
-        # its own process group (an interrupt to the group reaches it and nothing else); the folder and the
-        # environment jupyter_client gave; the parent it watches is this process, not the server's empty one;
-        # the interpreter's options of the kernelspec; and pandas already there, which is the point
-        assert text.strip("'").split() == [str(pid), str(pid), str(tmp_path), str(me), str(me), "True", "off", "True"]
+        return {**eval(eval(text)), "pid": km.provisioner.pid, "pgid": km.provisioner.pgid,
+                "parent": parent_of(km.provisioner.pid)}
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
-    assert gone_within(pid) and km.provisioner is None or km.provisioner.process is None
+
+
+@pytest.mark.slow
+def test_a_forked_kernel_reports_what_a_fresh_one_does(kernels, tmp_path, monkeypatch):
+    """The folder, sys.path, matplotlib's backend, stdin read as ended, JPY_PARENT_PID taken at start (not
+    frozen at the server's import), a process group of its own, the interpreter's flags and options, the
+    signal handlers, the threads, the environment's names: as in a fresh kernel. A draw from numpy's global
+    generator differs between two forked kernels (reseeded at the fork, as ``random`` reseeds itself)."""
+    forked = [facts(tmp_path), facts(tmp_path)]
+    assert (kernels.forked, kernels.fresh) == (2, 0)
+    server = kernels.launchers[("-Xfrozen_modules=off",)].server.pid
+    monkeypatch.setattr(warm_kernels._provisioner, "launch_kernel", warm_kernels._fresh)
+    fresh = facts(tmp_path)
+    assert fresh["parent"] == os.getpid() and kernels.forked == 2  # (that one was not forked)
+    own = ("pid", "pgid", "parent", "draw")
+    for one in forked:
+        assert one["parent"] == server
+        assert one["pgid"] == one["pid"]  # what jupyter_client's killpg reaches: the kernel's group, not the server's
+        assert {k: v for k, v in one.items() if k not in own} == {k: v for k, v in fresh.items() if k not in own}
+    assert fresh["backend"] == warm_kernels.INLINE and fresh["stdin ended"] and fresh["group"]
+    assert forked[0]["draw"] != forked[1]["draw"]
+    for one in forked:
+        assert gone_within(one["pid"])
 
 
 @pytest.mark.slow
@@ -93,8 +120,10 @@ def test_an_interrupt_reaches_a_forked_kernel_and_a_kill_ends_it(kernels, tmp_pa
     km, kc = started(tmp_path)
     pid, server = km.provisioner.pid, kernels.launchers[("-Xfrozen_modules=off",)].server.pid
     try:
-        kc.execute("import time; time.sleep(60)")
-        time.sleep(0.5)
+        msg_id = kc.execute("import time; time.sleep(60)")
+        while not (m := kc.get_iopub_msg(timeout=30))["msg_type"] == "execute_input" or \
+                m["parent_header"].get("msg_id") != msg_id:
+            pass  # (the cell is under way: an interrupt now reaches it, not the idle kernel before it)
         km.interrupt_kernel()  # SIGINT to its process group, as for a fresh kernel
         reply = kc.get_shell_msg(timeout=10)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
@@ -113,11 +142,11 @@ def test_an_interrupt_reaches_a_forked_kernel_and_a_kill_ends_it(kernels, tmp_pa
 
 @pytest.mark.slow
 def test_a_kernel_the_servers_imports_would_not_fit_starts_fresh(kernels, tmp_path, monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "agg")  # read by matplotlib when it is imported: the server's was not this
+    monkeypatch.setenv("MPLBACKEND", "svg")  # read by matplotlib when it is imported: the server's was not this
     km, kc = started(tmp_path)
     try:
         assert (kernels.forked, kernels.fresh) == (0, 1) and parent_of(km.provisioner.pid) == os.getpid()
-        assert run(kc, "import matplotlib; OUT = matplotlib.get_backend()")[0] == "'agg'"
+        assert run(kc, "import matplotlib; OUT = matplotlib.get_backend()")[0] == "'svg'"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -159,3 +188,35 @@ def test_the_servers_imports_read_no_variable_set_per_kernel_and_leave_the_harne
     assert not set(got["read"]) & set(warm_kernels.PER_KERNEL), got["read"]
     assert not [m for m in got["modules"] if m == "ipykernel.kernelapp" or m.startswith("harness_lib")]
     assert "JPY_PARENT_PID" in imports("ipykernel.kernelapp")["read"]
+
+
+@pytest.mark.slow
+def test_kernels_started_from_two_threads_share_one_server_and_a_dead_server_is_replaced(kernels, tmp_path):
+    import threading
+    managers = []
+    threads = [threading.Thread(target=lambda: managers.append(started(tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    try:
+        assert len(managers) == 2 and len(kernels.launchers) == 1 and kernels.forked == 2
+        server = kernels.launchers[("-Xfrozen_modules=off",)].server
+        assert all(parent_of(km.provisioner.pid) == server.pid for km, _ in managers)
+        assert [run(kc, "OUT = 1")[0] for _, kc in managers] == ["'1'", "'1'"]  # neither killed by the other's server
+    finally:
+        for km, kc in managers:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    server.kill()  # the server gone: the kernel asked for meanwhile starts fresh, the next from a new server
+    server.wait(10)
+    for expected_parent in (os.getpid(), None):
+        km, kc = started(tmp_path)
+        try:
+            parent = parent_of(km.provisioner.pid)
+            new = kernels.launchers.get(("-Xfrozen_modules=off",))
+            assert parent == (expected_parent or new.server.pid) and run(kc, "OUT = 2")[0] == "'2'"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    assert (kernels.forked, kernels.fresh) == (3, 1) and new.server.pid != server.pid

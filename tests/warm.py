@@ -90,7 +90,7 @@ def serve(lifeline: socket.socket):
                 for fd in fds[1:]:
                     os.close(fd)
                 if request.get("start_new_session"):
-                    with contextlib.suppress(PermissionError):  # (EACCES: the child did it first)
+                    with contextlib.suppress(PermissionError):  # (EACCES once a child has exec'd: ours never does)
                         os.setpgid(pid, pid)
                 alive[pid], conns[conn] = os.pidfd_open(pid), pid
                 conn.send(json.dumps({"pid": pid}).encode())
@@ -134,7 +134,9 @@ def _become(request: dict, stdio: list[int], libc, server: int) -> tuple[str, li
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.path[0] = os.getcwd()  # python -m puts the working folder first
+    sys.path.insert(0, os.getcwd())  # python -m puts the working folder first (main took the server's off)
+    if "numpy.random" in sys.modules:  # random reseeds itself in a forked child; numpy's global generator does not
+        sys.modules["numpy.random"].seed()
     sys.argv = [request["module"], *request["args"]]
     return request["module"], request["args"]
 

@@ -1,24 +1,30 @@
 """The tests' notebook kernels without 1.6 s of imports each: ipykernel children of a fork server.
 
-``make test`` starts some sixty kernels in its own processes (nbval's, one per notebook; the reader sessions of
+``make test`` starts about fifty kernels in its own processes (nbval's, one per notebook; the reader sessions of
 tests/test_parameters.py, test_sliders.py, test_reader_params.py, test_kernel_stop.py ...), and a fresh kernel
 spends about 1.6 s of CPU importing IPython, ipykernel's modules, pandas and matplotlib before its first cell
 does anything. Here jupyter_client's launch of ``python -m ipykernel_launcher`` goes to a fork server of
 ``tests/warm.py`` that imported those once (``MODULES``): the kernel is a forked child, a process of its own
 in a process group of its own (so an interrupt or a kill reaches it and what it started, as with a fresh
-one), with the environment, working folder, argv and streams jupyter_client asked for; it then runs
-``ipykernel_launcher`` as ``python -m`` does. Its cells run the same code; what differs is when the modules
-were imported, and so:
+one), with the environment, working folder, argv, ``sys.path`` and streams a fresh one has (its stdin read as
+ended, as jupyter_client leaves it); it then runs ``ipykernel_launcher`` as ``python -m`` does
+(tests/test_warm_kernels.py compares what a forked and a fresh kernel report). Its cells run the same code;
+what differs is when the modules were imported, and so:
 
 - a kernel is forked only when its environment is the one the server imported those modules with (this
   process's at the session's start, but for the variables jupyter_client sets per kernel and pytest per test,
-  ``PER_KERNEL``, which none of ``MODULES`` reads: ipykernel.kernelapp, which reads ``JPY_PARENT_PID`` at import, is not
-  among them), and only for the interpreter options the server runs with; any other kernel starts fresh;
+  ``PER_KERNEL``, which none of ``MODULES`` reads: ipykernel.kernelapp, which reads ``JPY_PARENT_PID`` at
+  import, is not among them), and only for the interpreter options the server runs with; any other kernel
+  starts fresh. The server imports matplotlib with the backend ipykernel sets before a fresh kernel's first
+  import of it (``server_env``);
 - harness_lib is never imported by the server: it reads its variables (the endpoint seam, the cache folder,
-  the language) when a kernel imports it.
+  the language) when a kernel imports it;
+- the kernels share the server's hash seed (``random`` and numpy's global generator are reseeded at the fork).
 
-Where a reader's kernels start, the tests keep fresh ones: the browser test's JupyterLab, ``make chapter``
-and the benchmarks start their own, and ``HARNESS_TEST_WARM_KERNELS=0`` turns this off for a whole run.
+If the server dies, the kernel asked for meanwhile starts fresh and the next one from a new server. Where a
+reader's kernels start, the tests keep fresh ones: the browser test's JupyterLab, ``make chapter``,
+tests/test_loaded.py's child pytest and the benchmarks start their own, and ``HARNESS_TEST_WARM_KERNELS=0``
+turns this off for a whole run.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import jupyter_client.provisioning.local_provisioner as _provisioner
 import warm
@@ -35,14 +42,8 @@ MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "matplotlib_inl
 PER_KERNEL = ("JPY_PARENT_PID", "JPY_SESSION_NAME",  # set by jupyter_client for each kernel it launches,
               "PYTEST_CURRENT_TEST")                 # and by pytest for each test
 OPTIONS = ((), ("-Xfrozen_modules=off",))            # nbval's current-environment kernel; ipykernel's kernelspec
+INLINE = "module://matplotlib_inline.backend_inline"  # the backend ipykernel gives a kernel before matplotlib loads
 _fresh = _provisioner.launch_kernel                   # jupyter_client's own
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # (a command that names no file: not this interpreter)
-        return False
 
 
 class WarmKernels:
@@ -54,13 +55,13 @@ class WarmKernels:
         self.launchers: dict[tuple[str, ...], warm.Launcher] = {}  # by the interpreter's options
         self.forked = self.fresh = 0
         self._before = _fresh
-
+        self._lock = threading.Lock()  # kernels started from two threads share one server
     @staticmethod
     def options(cmd: list[str]) -> tuple[str, ...] | None:
         """The interpreter options of ``python [OPTIONS] -m ipykernel_launcher ...`` (None: another command)."""
         for options in OPTIONS:
             head = [*options, "-m", "ipykernel_launcher"]
-            if cmd[1:len(head) + 1] == head and _same_file(cmd[0], sys.executable):
+            if cmd[1:len(head) + 1] == head and cmd[:1] == [sys.executable]:  # (not one a symlink leads to)
                 return options
         return None
 
@@ -78,19 +79,39 @@ class WarmKernels:
     def launch(self, cmd, stdin=None, stdout=None, stderr=None, env=None, independent=False, cwd=None, **kw):
         """jupyter_client's ``launch_kernel``, the same arguments and the same ``Popen``-like answer."""
         why = self.why_fresh(cmd, env, independent, kw)
+        options = self.options(cmd)
+        with self._lock:
+            if why is None and options not in self.launchers:
+                try:
+                    self.launchers[options] = warm.Launcher(MODULES, options, env=self.server_env())
+                except warm.LauncherGone as e:
+                    why = f"the fork server did not start: {e}"
+            if why is not None:
+                self.fresh += 1
+            else:
+                self.forked += 1
         if why is not None:
-            self.fresh += 1
             return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, independent=independent,
                           cwd=cwd, **kw)
-        options = self.options(cmd)
-        if options not in self.launchers:
-            self.launchers[options] = warm.Launcher(MODULES, options, env=self.env)
         env = dict(os.environ if env is None else env)
         env["JPY_PARENT_PID"] = str(os.getpid())  # what jupyter_client's launch_kernel adds (not independent)
-        self.forked += 1
-        return self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd,
-                                       stdin=subprocess.PIPE if stdin is None else stdin, stdout=stdout,
-                                       stderr=stderr, start_new_session=True)
+        try:
+            child = self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd,
+                                            stdin=subprocess.PIPE if stdin is None else stdin, stdout=stdout,
+                                            stderr=stderr, start_new_session=True)
+        except warm.LauncherGone:  # the server died (and took its kernels): this one fresh, the next a new server
+            with self._lock:
+                self.launchers.pop(options, None)
+                self.forked, self.fresh = self.forked - 1, self.fresh + 1
+            return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd, **kw)
+        if stdin is None:
+            child.stdin.close()  # as jupyter_client does: the kernel's stdin reads as ended
+        return child
+
+    def server_env(self) -> dict[str, str]:
+        """The environment the server imports with: the session's, and the matplotlib backend ipykernel sets
+        before a fresh kernel first imports matplotlib (when the session names none: else it stands)."""
+        return {"MPLBACKEND": INLINE, **self.env} if not self.env.get("MPLBACKEND") else dict(self.env)
 
     def install(self):
         self._before = _provisioner.launch_kernel
