@@ -147,10 +147,13 @@ def count_tracebacks(case: Case, *errs: str):
     for err in errs:
         if "Traceback" not in err:
             continue
-        if err.rstrip().endswith("KeyboardInterrupt") and not re.search(r'File "[^"]*/harness_lib/', err):
+        in_site = "KeyboardInterrupt" in err and err.rstrip().endswith("Remainder of file ignored")
+        if (err.rstrip().endswith("KeyboardInterrupt") or in_site) and not re.search(r'File "[^"]*/harness_lib/', err):
             # Ctrl-C while the interpreter itself was starting (importing ``site``), before the first line of
             # harness_lib/__main__.py ran: no program can catch that. Once that line has run, no handler of
             # the harness raises KeyboardInterrupt, so this is the only way to see one. Counted apart, shown.
+            # ``in_site``: it landed while site ran a .pth file's import and Python 3.11 wrapped it in a
+            # RuntimeError (raised inside a ``__set_name__``), which site prints, ignores, and starts anyway.
             case.startup_tracebacks += 1
             case.note = "Ctrl-C during Python's own start-up"
             continue

@@ -239,3 +239,35 @@ def test_a_run_made_in_process_resumes_under_the_default_turn_cap(tmp_path, prov
                                                                DEFAULT_MAX_TURNS), err
     code, out, _ = C.in_process("resume", "nb1", "--state-dir", tmp_path, "--max-turns", "52", "--json")
     assert (code, json.loads(out)["turns"]) == (0, 52)
+
+
+SITE_TRACEBACK = """Error processing line 1 of /venv/lib/python3.11/site-packages/__editable__.harness_lib-0.1.0.pth:
+
+  Traceback (most recent call last):
+    File "/usr/lib/python3.11/ipaddress.py", line 2101, in <module>
+      class IPv6Interface(IPv6Address):
+  KeyboardInterrupt
+
+  The above exception was the direct cause of the following exception:
+
+  Traceback (most recent call last):
+    File "<frozen site>", line 186, in addpackage
+    File "<string>", line 40, in <module>
+      import ipaddress
+  RuntimeError: Error calling __set_name__ on 'cached_property' instance 'hostmask' in 'IPv6Interface'
+
+Remainder of file ignored
+"""
+
+
+@pytest.mark.parametrize("err, startup, problems", [
+    ("Traceback (most recent call last):\n  File \"<frozen site>\", line 1\nKeyboardInterrupt\n", 1, 0),
+    (SITE_TRACEBACK, 1, 0),  # a CI-like run met it: site printed it, ignored it, and Python started anyway
+    (SITE_TRACEBACK.replace("KeyboardInterrupt", "ValueError"), 0, 1),
+    ("Traceback (most recent call last):\n  File \"/x/harness_lib/cli.py\", line 1\nKeyboardInterrupt\n", 0, 1),
+])
+def test_a_ctrl_c_in_pythons_own_start_up_is_counted_apart(err, startup, problems):
+    """Ctrl-C before harness_lib's first line is no traceback of the harness's, however site shows it."""
+    case = C.Case("signal", "test")
+    C.count_tracebacks(case, err)
+    assert (case.startup_tracebacks, len(case.problems)) == (startup, problems)
