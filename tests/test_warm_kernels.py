@@ -120,12 +120,12 @@ def test_an_interrupt_reaches_a_forked_kernel_and_a_kill_ends_it(kernels, tmp_pa
     km, kc = started(tmp_path)
     pid, server = km.provisioner.pid, kernels.launchers[("-Xfrozen_modules=off",)].server.pid
     try:
-        msg_id = kc.execute("import time; time.sleep(60)")
-        while not (m := kc.get_iopub_msg(timeout=30))["msg_type"] == "execute_input" or \
+        msg_id = kc.execute("import time; print('asleep', flush=True); time.sleep(60)")
+        while not (m := kc.get_iopub_msg(timeout=60))["msg_type"] == "stream" or \
                 m["parent_header"].get("msg_id") != msg_id:
-            pass  # (the cell is under way: an interrupt now reaches it, not the idle kernel before it)
+            pass  # (the cell's own code is running: an interrupt now reaches it, not the kernel around it)
         km.interrupt_kernel()  # SIGINT to its process group, as for a fresh kernel
-        reply = kc.get_shell_msg(timeout=10)["content"]
+        reply = kc.get_shell_msg(timeout=30)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         text, reply = run(kc, "OUT = 6 * 7")
         assert text == "'42'", reply  # and it goes on
