@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import warm
@@ -47,18 +46,6 @@ def probe(tmp_path):
     return [sys.executable, "-m", "warm_probe"]
 
 
-def alive(pid: int) -> bool:
-    try:
-        return not open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-
-
-def gone_within(pids, seconds: float = 20) -> bool:
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return not any(alive(p) for p in pids)
 
 
 @pytest.mark.slow
@@ -93,7 +80,7 @@ def test_sigkill_gives_minus_9_and_kills_that_child_only(launch, probe, tmp_path
     assert victim.poll() is None
     victim.kill()
     assert victim.wait(timeout=60) == -signal.SIGKILL and victim.returncode == -9
-    assert other.poll() is None and alive(other.pid)
+    assert other.poll() is None and warm.alive(other.pid)
     other.send_signal(signal.SIGTERM)
     assert other.communicate(timeout=60)[1] == "" and other.returncode == -signal.SIGTERM
     with pytest.raises(subprocess.TimeoutExpired):
@@ -123,7 +110,7 @@ def test_the_server_gone_mid_run_is_a_clear_error_and_takes_its_children(probe, 
             child.wait(timeout=60)
         with pytest.raises(warm.LauncherGone, match="fork server"):
             launcher([*probe, "plain"], cwd=tmp_path, **PIPES)
-        assert gone_within([child.pid])  # PR_SET_PDEATHSIG: it does not outlive the server
+        assert warm.gone_within([child.pid])  # PR_SET_PDEATHSIG: it does not outlive the server
 
 
 @pytest.mark.slow
@@ -133,7 +120,7 @@ def test_nothing_is_left_when_the_launcher_closes_or_its_owner_dies(probe, tmp_p
         child = launcher([*probe, "sleep"], cwd=tmp_path, **PIPES)
         assert child.stdout.readline()
         assert set(warm.leftovers()) - others == {launcher.server.pid, child.pid}
-    assert set(warm.leftovers()) - others == set() and not alive(child.pid)
+    assert set(warm.leftovers()) - others == set() and not warm.alive(child.pid)
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import subprocess, sys, time
         sys.path.insert(0, {os.path.dirname(warm.__file__)!r})
@@ -147,7 +134,7 @@ def test_nothing_is_left_when_the_launcher_closes_or_its_owner_dies(probe, tmp_p
     assert sorted(warm.leftovers(owner.pid)) == sorted(pids)
     owner.kill()  # a pytest worker killed, or Ctrl-C: the lifeline closes with its last holder
     owner.wait()
-    assert gone_within(pids) and warm.leftovers(owner.pid) == []
+    assert warm.gone_within(pids) and warm.leftovers(owner.pid) == []
 
 
 def test_only_python_m_is_launched(launch):

@@ -2,14 +2,15 @@
 folder, path, backend, streams, environment, process group ...), is interrupted, shut down and killed as a fresh one
 is, leaves nothing behind; and a kernel the server's imports would not fit starts fresh."""
 
+import ast
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+import warm
 import warm_kernels
 from jupyter_client import KernelManager
 
@@ -48,18 +49,6 @@ def parent_of(pid: int) -> int:
     return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
 
 
-def alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def gone_within(pid: int, seconds: float = 20) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return not alive(pid)
 
 
 FACTS = textwrap.dedent("""
@@ -85,7 +74,7 @@ def facts(tmp_path) -> dict:
     try:
         text, reply = run(kc, FACTS)
         assert reply["status"] == "ok", reply
-        return {**eval(eval(text)), "pid": km.provisioner.pid, "pgid": km.provisioner.pgid,
+        return {**ast.literal_eval(ast.literal_eval(text)), "pid": km.provisioner.pid, "pgid": km.provisioner.pgid,
                 "parent": parent_of(km.provisioner.pid)}
     finally:
         kc.stop_channels()
@@ -112,7 +101,7 @@ def test_a_forked_kernel_reports_what_a_fresh_one_does(kernels, tmp_path, monkey
     assert fresh["backend"] == warm_kernels.INLINE and fresh["stdin ended"] and fresh["group"]
     assert forked[0]["draw"] != forked[1]["draw"]
     for one in forked:
-        assert gone_within(one["pid"])
+        assert warm.gone_within([one["pid"]])
 
 
 @pytest.mark.slow
@@ -131,13 +120,13 @@ def test_an_interrupt_reaches_a_forked_kernel_and_a_kill_ends_it(kernels, tmp_pa
         assert text == "'42'", reply  # and it goes on
         child = km.provisioner.process
         km.shutdown_kernel(now=True)  # SIGKILL to its process group
-        assert gone_within(pid, 10) and child.returncode == -signal.SIGKILL
+        assert warm.gone_within([pid], 10) and child.returncode == -signal.SIGKILL
     finally:
         kc.stop_channels()
         if km.has_kernel:
             km.shutdown_kernel(now=True)
     kernels.close()
-    assert not alive(server)  # (the session's own servers, from conftest, are this process's too: not these)
+    assert not warm.alive(server)  # (the session's own servers, from conftest, are this process's too: not these)
 
 
 @pytest.mark.slow

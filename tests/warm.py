@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 WARM = ("harness_lib.cli", "harness_lib.loop", "harness_lib.client", "harness_lib.scripted", "asyncio", "httpx",
@@ -173,6 +174,22 @@ def leftovers(owner: int | None = None, modules: tuple[str, ...] = WARM) -> list
         if at > 0 and argv[at + 2:at + 4] == mine[1:]:
             found.append(int(entry))
     return sorted(found)
+
+
+def alive(pid: int) -> bool:
+    """The process table's word: ``pid`` runs (a zombie, exited and not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone_within(pids, seconds: float = 20) -> bool:
+    """Whether every one of ``pids`` has stopped running within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not any(alive(p) for p in pids)
 
 
 # -- the campaign's side -----------------------------------------------------------------------------------------

@@ -86,27 +86,26 @@ class WarmKernels:
                     self.launchers[options] = warm.Launcher(MODULES, options, env=self.server_env())
                 except warm.LauncherGone as e:
                     why = f"the fork server did not start: {e}"
-            if why is not None:
-                self.fresh += 1
+        if why is None:
+            # what jupyter_client's launch_kernel adds (not independent)
+            kernel_env = {**(os.environ if env is None else env), "JPY_PARENT_PID": str(os.getpid())}
+            try:
+                child = self.launchers[options]([sys.executable, *cmd[1:]], env=kernel_env, cwd=cwd,
+                                                stdin=subprocess.PIPE if stdin is None else stdin, stdout=stdout,
+                                                stderr=stderr, start_new_session=True)
+            except warm.LauncherGone:  # the server died (and took its kernels): this one fresh, the next a new server
+                with self._lock:
+                    self.launchers.pop(options, None)
             else:
-                self.forked += 1
-        if why is not None:
-            return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, independent=independent,
-                          cwd=cwd, **kw)
-        env = dict(os.environ if env is None else env)
-        env["JPY_PARENT_PID"] = str(os.getpid())  # what jupyter_client's launch_kernel adds (not independent)
-        try:
-            child = self.launchers[options]([sys.executable, *cmd[1:]], env=env, cwd=cwd,
-                                            stdin=subprocess.PIPE if stdin is None else stdin, stdout=stdout,
-                                            stderr=stderr, start_new_session=True)
-        except warm.LauncherGone:  # the server died (and took its kernels): this one fresh, the next a new server
-            with self._lock:
-                self.launchers.pop(options, None)
-                self.forked, self.fresh = self.forked - 1, self.fresh + 1
-            return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd, **kw)
-        if stdin is None:
-            child.stdin.close()  # as jupyter_client does: the kernel's stdin reads as ended
-        return child
+                with self._lock:
+                    self.forked += 1
+                if stdin is None:
+                    child.stdin.close()  # as jupyter_client does: the kernel's stdin reads as ended
+                return child
+        with self._lock:
+            self.fresh += 1
+        return _fresh(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=env, independent=independent, cwd=cwd,
+                      **kw)
 
     def server_env(self) -> dict[str, str]:
         """The environment the server imports with: the session's, and the matplotlib backend ipykernel sets
