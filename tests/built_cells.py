@@ -25,17 +25,28 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 TAG = "build"
 
 
-def build_cells(stem: str) -> list[str]:
-    """The sources of the notebook's ``build`` cells, in order."""
-    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+def build_cells(stem: str, folder: Path | None = None) -> list[str]:
+    """The sources of the notebook's ``build`` cells, in order (``folder``: notebooks/exercises, say)."""
+    nb = nbformat.read((folder or NOTEBOOKS) / f"{stem}.ipynb", as_version=4)
     return [c.source for c in nb.cells if c.cell_type == "code" and TAG in c.metadata.get("tags", [])]
 
 
-def load(stem: str) -> dict:
-    """Execute the notebook's build cells in a fresh namespace and return it."""
-    sources = build_cells(stem)
+def edited(sources: list[str], old: str, new: str) -> list[str]:
+    """The build cells with ``old``, which must appear exactly once in them, replaced by ``new`` (a mistake)."""
+    found = sum(source.count(old) for source in sources)
+    if found != 1:
+        raise LookupError(f"{old!r} appears {found} times in the build cells, not once: the mistake is stale")
+    return [source.replace(old, new) for source in sources]
+
+
+def load(stem: str, folder: Path | None = None, edits: tuple[tuple[str, str], ...] = ()) -> dict:
+    """Execute the notebook's build cells in a fresh namespace and return it; ``edits``, (old, new) pairs: each
+    ``old`` replaced by its ``new`` first (a mistake of tests/mistakes.py)."""
+    sources = build_cells(stem, folder)
     if not sources:
         raise LookupError(f"notebooks/{stem}.ipynb has no cell tagged {TAG!r}")
+    for old, new in edits:
+        sources = edited(sources, old, new)
     namespace: dict = {"__name__": f"built_{stem.replace('-', '_')}"}
     for n, source in enumerate(sources, 1):
         tree = ast.parse(source, filename=f"{stem}, build cell {n}")

@@ -317,13 +317,16 @@ def _translation(catalog: Catalog, msgid: str, ctx: str, notebook: str, cell: st
     return message.string
 
 
-def translate(path: Path, catalog: Catalog, language: str):
+def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
     """(the translated notebook, [Stale...]): the English notebook at ``path`` with every markdown cell in
-    ``catalog``'s language. Usable only when the list is empty."""
+    ``catalog``'s language. Usable only when the list is empty. ``folder``: the translated notebook's folder under
+    the language's (``exercises``), whose glossary link then goes one folder up."""
     nb = copy.deepcopy(_read_notebook(path))
-    where = f"notebooks/{language}/{path.name}"
+    where = f"notebooks/{language}/{folder + '/' if folder else ''}{path.name}"
     stale = []
     link = _translation(catalog, GLOSSARY_LINK, GLOSSARY_CONTEXT, f"locale/{language}", "(the glossary link)")
+    if folder and isinstance(link, str):
+        link = link.replace(f"]({GLOSSARY})", f"](../{GLOSSARY})")
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown" or not cell.source.strip():
             continue

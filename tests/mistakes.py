@@ -1,0 +1,47 @@
+"""The mistakes a learner plausibly makes in each exercise, written out: each is the reference's source (the
+section notebook's build cells) with a few pieces replaced, each ``old`` by its ``new``, and the words its check's
+hint must contain. ``tests/test_checks.py`` applies each to the reference, runs the notebook's check cell on it,
+and requires a failing case and that hint; each ``old`` must appear exactly once in the build cells, so a mistake
+cannot go stale silently when a notebook changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mistake:
+    what: str                          # the mistake, as a learner would make it
+    edits: tuple[tuple[str, str], ...]  # (old, new), applied in order
+    hint: str                          # words the check's last line must contain
+
+
+def mistake(what: str, *edits: tuple[str, str], hint: str) -> Mistake:
+    return Mistake(what, edits, hint)
+
+
+# -- 02 · the turn cap ---------------------------------------------------------------------------------------
+CAP_CHECK = ('        if tally["turns"] >= max_turns:                      # the one-line fix: a second way out\n'
+             '            return {"status": "max_turns_exceeded", **tally}\n')
+CALL = '        reply = await call_model(url, model, messages, schemas)\n        tally["turns"] += 1\n'
+LAST = '                             "name": call["function"]["name"], "content": result})\n'
+AT_THE_BOTTOM = ('        if tally["turns"] >= max_turns:\n'
+                 '            return {"status": "max_turns_exceeded", **tally}\n')
+
+MISTAKES: dict[str, tuple[Mistake, ...]] = {
+    "02-turn-cap": (
+        mistake("the cap compared with `>` where the chapter stops at `>=`",
+                ('if tally["turns"] >= max_turns:', 'if tally["turns"] > max_turns:'), hint="one turn past the cap"),
+        mistake("the cap checked after paying for the turn, before its calls run",
+                (CAP_CHECK + CALL, CALL + CAP_CHECK),
+                hint="stopped before running the calls of the turn it had paid for"),
+        mistake("no cap at all: 01's loop as it was", (CAP_CHECK, ""), hint="never stopped the runaway"),
+        mistake("the cap checked at the bottom of the loop, once the calls ran: a cap of 0 still pays a turn",
+                (CAP_CHECK, ""), (LAST, LAST + AT_THE_BOTTOM), hint="a cap of 0 paid for a turn"),
+        mistake("the status named in other words",
+                ('"status": "max_turns_exceeded"', '"status": "max_turns"'), hint="`max_turns_exceeded`"),
+        mistake("the tokens of the last turn kept, not added up",
+                ('tally["in"] += reply["usage"]["prompt_tokens"]', 'tally["in"] = reply["usage"]["prompt_tokens"]'),
+                hint="add up every turn's usage"),
+    ),
+}

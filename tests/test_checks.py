@@ -1,0 +1,254 @@
+"""The checks of the reader's pieces (harness_lib/chapter/checks/): each notebook's check cell passes the
+reference on every case, fails each mistake of tests/mistakes.py with its hint, says one line for its exercise's
+stub; and the checking itself holds up against a piece that raises, hangs, returns nonsense or deletes files."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+
+import pytest
+from built_cells import load
+from checked import check_cells, report, stems_with_checks
+from mistakes import MISTAKES
+
+from harness_lib.chapter import checking
+from harness_lib.chapter.checks import s02_turn_cap
+from harness_lib.resources import data_path
+
+STEMS = stems_with_checks()
+EXERCISES = load.__globals__["NOTEBOOKS"] / "exercises"
+
+
+def cases(stem: str) -> list[tuple[str, int]]:
+    return [(stem, i) for i in range(len(check_cells(stem)))]
+
+
+@pytest.mark.parametrize("stem, which", [c for s in STEMS for c in cases(s)], ids=lambda v: str(v))
+def test_the_reference_passes_every_case(stem, which):
+    got = report(stem, which)
+    assert got.line is None and got.ok, repr(got)
+    assert got.total >= 8 and got.lines() == [f"{got.total} of {got.total} cases pass"]
+
+
+@pytest.mark.parametrize("stem, mistake", [(s, m) for s, ms in MISTAKES.items() for m in ms],
+                         ids=lambda v: v if isinstance(v, str) else v.what[:40])
+def test_each_mistake_fails_its_check_with_its_hint(stem, mistake):
+    got = report(stem, namespace=load(stem, edits=mistake.edits))
+    assert not got.ok, f"{mistake.what}: every case passes"
+    assert mistake.hint in got.lines()[-1], got.lines()
+
+
+def test_every_check_knows_at_least_three_mistakes():
+    assert set(STEMS) <= set(MISTAKES), f"no mistakes written out for {sorted(set(STEMS) - set(MISTAKES))}"
+    assert all(len(ms) >= 3 for ms in MISTAKES.values())
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_an_exercises_stub_is_one_line_naming_the_piece(stem):
+    got = report(stem, namespace=load(stem, folder=EXERCISES))
+    assert got.line is not None and got.line.startswith("not written yet: write `"), repr(got)
+    assert got.rows == [] and repr(got) == got.line and got._repr_html_() is None
+
+
+# -- the checking itself, on 02's check ---------------------------------------------------------------------
+def reference():
+    return load("02-turn-cap")["capped_loop"]
+
+
+def run_check(piece):
+    return asyncio.run(s02_turn_cap.check(piece))
+
+
+def no_case_left_running():
+    deadline = time.monotonic() + 2
+    while any(t.name == "check: one case" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not any(t.name == "check: one case" for t in threading.enumerate())
+
+
+def test_the_table_and_the_tally_line_read_as_the_issue_says():
+    got = run_check(reference())
+    text = repr(got)
+    assert text.splitlines()[0].split() == ["expected", "yours", "pass"]
+    assert text.splitlines()[-1] == "11 of 11 cases pass" and text.count("✓") == 11
+    assert "<table" in got._repr_html_() and "<p>11 of 11 cases pass</p>" in got._repr_html_()
+
+
+@pytest.mark.parametrize("body, hang", [
+    ("await asyncio.sleep(3600)", "awaits for ever"),
+    ("while True:\n        pass", "never awaits"),
+    ("while True:\n        try:\n            await asyncio.sleep(3600)\n        except asyncio.CancelledError:\n"
+     "            pass", "swallows its cancellation"),
+], ids=lambda v: v if " " in v and len(v) < 30 else None)
+def test_a_piece_that_hangs_is_stopped_and_nothing_is_left_running(body, hang):
+    namespace: dict = {"asyncio": asyncio}
+    exec(f"async def capped_loop(url, model, messages, tools, max_turns):\n    {body}\n", namespace)  # noqa: S102
+    started = time.perf_counter()
+    got = run_check(namespace["capped_loop"])
+    took = time.perf_counter() - started
+    assert got.passed == 0 and got.rows[0].ran.hung and len(got.rows) == 1 and len(got.not_run) == 10
+    assert "still running after 2 s: stopped" in got.lines()[-1] and "never stopped the runaway" in got.lines()[-1]
+    assert took < checking.DEADLINE_S + checking.GRACE_S + 3, took   # stopped at the first case, not at each
+    assert no_case_left_running()
+
+
+def test_a_piece_no_exception_can_stop_is_said_so_in_one_line():
+    """Python cannot stop a thread that catches everything sent to it: the check says so, and returns."""
+    namespace: dict = {"asyncio": asyncio, "time": time, "stop": threading.Event()}
+    exec("async def capped_loop(url, model, messages, tools, max_turns):\n    while not stop.is_set():\n"
+         "        try:\n            time.sleep(0.01)\n        except BaseException:\n            pass\n", namespace)
+    started = time.perf_counter()
+    got = run_check(namespace["capped_loop"])
+    took = time.perf_counter() - started
+    namespace["stop"].set()   # this test's own way out, so that nothing outlives it
+    assert "it could not be stopped (it catches every exception sent to it): restart the kernel" in got.lines()[-1]
+    assert took < checking.DEADLINE_S + checking.GRACE_S + checking.GIVE_UP_S + 2, took
+    assert no_case_left_running()
+
+
+def test_a_piece_that_raises_is_one_line_with_the_case_and_the_line():
+    namespace: dict = {}
+    exec(compile("async def capped_loop(url, model, messages, tools, max_turns):\n    x = 1\n    return {}['turns']\n",
+                 "<your cell>", "exec"), namespace)  # noqa: S102
+    got = run_check(namespace["capped_loop"])
+    assert got.passed == 0 and len(got.rows) == 11
+    assert got.lines()[-1] == "first case that fails: runaway, cap 1 (raised KeyError: 'turns' (line 3 of " \
+                              "`capped_loop`))."
+
+
+@pytest.mark.parametrize("value, says", [
+    (None, "`capped_loop` returned NoneType: return a dict with status, turns, tool_runs, in, out"),
+    ({"status": "completed"}, "what `capped_loop` returned has no 'turns', 'tool_runs', 'in', 'out'"),
+])
+def test_a_piece_that_returns_something_else_is_told_what_to_return(value, says):
+    async def capped_loop(url, model, messages, tools, max_turns):
+        return value
+    got = run_check(capped_loop)
+    assert got.passed == 0 and says in got.lines()[-1]
+
+
+def test_what_is_not_a_function_and_a_stub_are_one_line_each():
+    got = asyncio.run(s02_turn_cap.check("capped_loop"))
+    assert got.line == "`capped_loop` is not a function yet: run the cell above that defines it (it is str)"
+    namespace: dict = {}
+    exec(compile("async def capped_loop(url, model, messages, tools, max_turns):\n    'doc'\n"
+                 "    # YOUR CODE HERE\n    raise NotImplementedError\n", "<cell>", "exec"), namespace)  # noqa: S102
+    got = run_check(namespace["capped_loop"])
+    assert got.line == "not written yet: write `capped_loop` in its cell above, where it says YOUR CODE HERE"
+
+
+def test_a_piece_that_deletes_files_deletes_them_in_a_throwaway_copy():
+    def digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in data_path("workspace").iterdir()}
+
+    before = digest()
+
+    async def capped_loop(url, model, messages, tools, max_turns):
+        delete = next(t for t in tools if t.name == "delete_file")
+        for name in ("errors.log", "access.log", "notes.txt"):
+            await delete.run({"path": name}, checking_context())
+        return await reference()(url, model, messages, tools, max_turns)
+
+    got = run_check(capped_loop)
+    assert digest() == before   # the project's workspace as it was; each case had a copy of its own
+    assert not got.ok and "message 4 of the transcript" in got.lines()[-1]   # list_files found them gone
+
+
+def checking_context():
+    from harness_lib.tools import ToolContext
+    return ToolContext(run_id="reader", call_id="x")
+
+
+def test_the_check_changes_none_of_the_readers_variables():
+    namespace = load("02-turn-cap")
+    before = {k: (id(v), repr(v)) for k, v in namespace.items() if not k.startswith("__")}
+    report("02-turn-cap", namespace=namespace)
+    after = {k: (id(v), repr(v)) for k, v in namespace.items() if k in before}
+    assert before == after and {k for k in namespace if not k.startswith("__")} - set(before) == {"check"}
+
+
+def test_the_librarys_side_is_computed_once():
+    run_check(reference())
+    kept = dict(checking._LIBRARY)
+    run_check(reference())
+    assert kept and all(checking._LIBRARY[k] is v for k, v in kept.items())
+
+
+# -- in a kernel: the stub from any cell, and the toolbar's Stop during a check -------------------------------
+KERNEL_SETUP = """
+import asyncio, threading
+from harness_lib.chapter.checks.s02_turn_cap import check
+
+async def capped_loop(url, model, messages, tools, max_turns):
+    '''a stub, as an exercise notebook has it'''
+    # YOUR CODE HERE
+    raise NotImplementedError
+"""
+
+HANGING = """
+async def capped_loop(url, model, messages, tools, max_turns):
+    print("the case is under way", flush=True)
+    await asyncio.sleep(3600)
+"""
+
+
+def _execute(kc, code, on_output=None, timeout=60):
+    """Run ``code``; (its reply's status, its error output or None, its text)."""
+    error, text = [], []
+
+    def hook(msg):
+        kind = msg["msg_type"]
+        if kind == "error":
+            error.append(msg["content"])
+        elif kind == "stream":
+            text.append(msg["content"]["text"])
+            if on_output:
+                on_output(msg["content"]["text"])
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
+    return reply["content"]["status"], (error[0] if error else None), "".join(text)
+
+
+@pytest.mark.slow
+def test_in_a_kernel_a_stub_says_one_line_and_stop_ends_a_check_leaving_nothing_running():
+    jupyter_client = pytest.importorskip("jupyter_client.manager")
+    km, kc = jupyter_client.start_new_kernel(kernel_name="python3")
+    try:
+        assert _execute(kc, KERNEL_SETUP)[0] == "ok"
+        status, error, _ = _execute(kc, "result = await capped_loop('u', 'plan', [], [], 3)")
+        assert status == "error" and error["ename"] == "NotImplementedError"
+        assert error["traceback"] == ["NotImplementedError: not written yet: write `capped_loop` in its cell above, "
+                                      "where it says YOUR CODE HERE"]
+        status, error, _ = _execute(kc, "raise NotImplementedError('of the library')")   # not a stub: as usual
+        assert status == "error" and len(error["traceback"]) > 1
+        status, error, text = _execute(kc, "print((await check(capped_loop)).line)")
+        assert (status, text.strip()) == ("ok", "not written yet: write `capped_loop` in its cell above, where it "
+                                                "says YOUR CODE HERE")
+        assert _execute(kc, HANGING)[0] == "ok"
+        pressed = []
+        msg_id = kc.execute("await check(capped_loop)")
+        while not pressed:   # Stop pressed once the reader's piece is running, an event of the check, not a delay
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                km.interrupt_kernel()
+                pressed.append(time.monotonic())
+        errors = []
+        while True:
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "error":
+                errors.append(msg["content"])
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        took = time.monotonic() - pressed[0]
+        assert [e["traceback"] for e in errors] == [["Stopped: user pressed Stop; the cell's partial result was "
+                                                     "discarded. Run it again for a whole one."]]
+        assert took < 1.0, took   # the case awaited, so it heard the cancel at once: no deadline, no grace
+        _, _, text = _execute(kc, "print(sorted({t.name for t in threading.enumerate()}))")
+        assert "check: one case" not in text, text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
