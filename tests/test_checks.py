@@ -12,13 +12,14 @@ import time
 import pytest
 from built_cells import load
 from checked import check_cells, report, stems_with_checks
-from mistakes import MISTAKES
+from mistakes import every
 
 from harness_lib.chapter import checking
 from harness_lib.chapter.checks import s02_turn_cap
 from harness_lib.resources import data_path
 
 STEMS = stems_with_checks()
+MISTAKES = every()
 EXERCISES = load.__globals__["NOTEBOOKS"] / "exercises"
 
 
