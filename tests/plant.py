@@ -74,10 +74,14 @@ def sites(tree: ast.Module, lines: list[range]) -> list[tuple[ast.AST, str, str]
         for field in ("body", "orelse"):
             body = getattr(node, field, None)
             if isinstance(body, list):
-                out += [(node, f"drop:{field}:{i}", f"line {s.lineno}: `{ast.unparse(s).splitlines()[0][:50]}` left out")
+                out += [(node, f"drop:{field}:{i}", f"line {s.lineno}: `{_first(s)}` left out")
                         for i, s in enumerate(body) if isinstance(s, ast.stmt) and _inside(s, lines)
                         and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     return out
+
+
+def _first(statement: ast.stmt) -> str:
+    return ast.unparse(statement).splitlines()[0][:50]
 
 
 def plant(node: ast.AST, kind: str) -> None:
@@ -108,7 +112,7 @@ def mutants(stem: str):
         for p in ast.walk(tree):
             for child in ast.iter_child_nodes(p):
                 child._parent = p  # type: ignore[attr-defined]
-        for n, (_, kind, what) in enumerate(sites(tree, lines)):
+        for n, (_, _, what) in enumerate(sites(tree, lines)):
             planted = copy.deepcopy(tree)
             node, kind_, _ = sites(planted, lines)[n]
             plant(node, kind_)
@@ -121,7 +125,7 @@ def mutants(stem: str):
 
 def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
     for parent in ast.walk(tree):
-        for field, value in ast.iter_fields(parent):
+        for _, value in ast.iter_fields(parent):
             if isinstance(value, list) and old in value:
                 value[value.index(old)] = new
 
