@@ -10,13 +10,23 @@ cannot stream a reply when tools are offered. This one renders, in ChatML (SmolL
   escaped: ``functions.read_file:`` then ``{"path": "notes.txt"}``);
 * every tool result in the turn after its call: ``functions.list_files returned: ["access.log", ...]``.
 
-Only ChatML's own markers are made inert in the text of a message (``<|im_start|>`` becomes ``<|im_start |>``),
-so that a file cannot open a turn of its own. The reply is generated in steps, each one constrained by a
-grammar: ``message:`` or ``functions.<name>:`` first, then the answer's text, or each call's arguments as
-JSON (its schema's grammar, at most ``MAX_ARGUMENT_TOKENS``: a rambling model is cut, ``finish_reason``
-``"length"``, long before any timeout), then another call or the end of the turn. With ``stream=True`` the
-same steps come out as chunks as they are generated, tool calls included, with a last chunk holding the
-usage (OpenAI's ``include_usage`` shape).
+What is text stays text. Given its prompt as text, llama-cpp-python tokenizes it with special tokens parsed: a
+file holding ``<|endoftext|>`` or ``<repo_name>`` reached SmolLM2 as its control tokens 0 and 3, in the middle of a
+tool's result. So the model is given token ids (``tokens``): only the format's own structure, ChatML's two markers
+(the ``Control`` pieces of ``render_parts``), becomes control tokens, and the text of every message (the system
+prompt, a task, an answer, a call's arguments, a tool's result or description) is tokenized as text (``plain``),
+whatever the vocabulary's special tokens: they are not parsed in it, and it is cut inside the text of any
+user-defined token (Qwen's ``<tool_call>``), which llama.cpp finds in text even so. A prompt without such text
+is read as before, token for token. ChatML's markers are also broken in a message's text (``<|im_start|>``
+becomes ``<|im_start |>``), so that in the prompt shown to a reader (the prompt log, ``--show-prompt``, notebook
+12), which is the text the model read, every ``<|im_start|>`` and ``<|im_end|>`` is the format's and anything
+else, ``<|endoftext|>`` included, is text.
+
+The reply is generated in steps, each one constrained by a grammar: ``message:`` or ``functions.<name>:`` first,
+then the answer's text, or each call's arguments as JSON (its schema's grammar, at most ``MAX_ARGUMENT_TOKENS``:
+a rambling model is cut, ``finish_reason`` ``"length"``, long before any timeout), then another call or the end
+of the turn. With ``stream=True`` the same steps come out as chunks as they are generated, tool calls included,
+with a last chunk holding the usage (OpenAI's ``include_usage`` shape).
 
 A reply depends on the requests the server answered before it, not only on its own: llama-cpp-python reuses
 the longest common start of the last prompt it read, so the rest is read in other batch shapes, the logits move
@@ -37,7 +47,7 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from . import numbers
 
@@ -46,7 +56,14 @@ MAX_ARGUMENT_TOKENS = 64         # one tool call's arguments (the workspace's ar
 MAX_TEXT_TOKENS = 256            # an answer, when the request sets no max_tokens
 MAX_CALLS = 1                    # tool calls in one reply (HarnessChat's max_calls: why one, there)
 SAMPLING = ("top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
-START, END = "<|im_start|>", "<|im_end|>"
+
+
+class Control(str):
+    """A piece of the prompt that is the format's own structure, read as the control token it names; every
+    other piece, the text of a message included, is read as text."""
+
+
+START, END = Control("<|im_start|>"), Control("<|im_end|>")
 INSTRUCTIONS = ("To answer in words, write message: on a line of its own, then the answer.\n"
                 "To call functions, write for each call functions.<name>: on a line of its own, then its "
                 "arguments as one JSON object on the next line. What a function returned comes back in the "
@@ -54,7 +71,8 @@ INSTRUCTIONS = ("To answer in words, write message: on a line of its own, then t
 
 
 def inert(text: str) -> str:
-    """``text`` with ChatML's markers broken, so that it cannot open or close a turn of the prompt."""
+    """``text`` with ChatML's markers broken, so that the prompt shown to a reader has them only where the format
+    put them (the model reads a message's text as text either way: ``plain``)."""
     return text.replace(START, "<|im_start |>").replace(END, "<|im_end |>")
 
 
@@ -81,13 +99,18 @@ def tool_lines(tools: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _turn(role: str, body: str) -> str:
-    return f"{START}{role}\n{body}{END}\n"
+def _turn(role: str, body: str) -> list[str]:
+    return [START, f"{role}\n{body}", END, "\n"]
 
 
 def render(messages: list[dict], tools: list[dict] | None = None) -> str:
     """The prompt the model reads for ``messages`` (OpenAI chat messages) and ``tools`` (OpenAI tool
-    schemas), ending with the open assistant turn it continues."""
+    schemas), ending with the open assistant turn it continues: the text a reader is shown."""
+    return "".join(render_parts(messages, tools))
+
+
+def render_parts(messages: list[dict], tools: list[dict] | None = None) -> list[str]:
+    """The same prompt in pieces: the format's structure as ``Control`` pieces, everything else as text."""
     tools = tools or []
     out: list[str] = []
     names: dict[Any, Any] = {}
@@ -96,7 +119,7 @@ def render(messages: list[dict], tools: list[dict] | None = None) -> str:
         system = (system + "\n\n" if system else "") + \
             f"You can call these functions:\n{inert(tool_lines(tools))}\n\n{INSTRUCTIONS}"
     if system:
-        out.append(_turn("system", system))
+        out += _turn("system", system)
     results: list[str] = []  # the tool results after one assistant turn: one turn of their own
     for m in messages:
         role = m.get("role")
@@ -105,10 +128,10 @@ def render(messages: list[dict], tools: list[dict] | None = None) -> str:
             results.append(f"functions.{inert(str(name))} returned: {inert(_text(m.get('content')))}")
             continue
         if results:
-            out.append(_turn("user", "\n".join(results)))
+            out += _turn("user", "\n".join(results))
             results = []
         if role == "user":
-            out.append(_turn("user", inert(_text(m.get("content")))))
+            out += _turn("user", inert(_text(m.get("content"))))
         elif role == "assistant":
             body, content = [], _text(m.get("content"))
             if content:
@@ -119,10 +142,45 @@ def render(messages: list[dict], tools: list[dict] | None = None) -> str:
                 args = fn.get("arguments")
                 args = args if isinstance(args, str) else _compact(args if args is not None else {})
                 body.append(f"functions.{inert(str(fn.get('name')))}:\n{inert(args)}")
-            out.append(_turn("assistant", "\n".join(body)))
+            out += _turn("assistant", "\n".join(body))
     if results:
-        out.append(_turn("user", "\n".join(results)))
-    return "".join(out) + f"{START}assistant\n"
+        out += _turn("user", "\n".join(results))
+    return out + [START, "assistant\n"]
+
+
+# -- what the model reads: token ids ---------------------------------------------------------------------------
+class Vocabulary(NamedTuple):
+    """What ``tokens`` needs to know of a model's vocabulary (``HarnessChat.vocabulary`` reads it)."""
+    bos: list[int]             # the ids a prompt starts with: the BOS token, for a model that asks for one
+    found_in_text: list[str]   # tokens llama.cpp finds in text even with special=False: its user-defined ones
+
+
+def tokens(llama, pieces: list[str], vocabulary: Vocabulary) -> list[int]:
+    """The ids the model reads for ``pieces`` (``render_parts``, then what a reply wrote so far): a ``Control``
+    piece as the control token it names, any other piece as text (``plain``)."""
+    ids = list(vocabulary.bos)
+    for piece in pieces:
+        ids += llama.tokenize(piece.encode("utf-8"), add_bos=False, special=True) if isinstance(piece, Control) \
+            else plain(llama, piece, vocabulary.found_in_text)
+    return ids
+
+
+def plain(llama, text: str, found_in_text: list[str]) -> list[int]:
+    """``text`` as text: special tokens are not parsed (no control token comes out of it), and the text is cut
+    inside each user-defined token's text (Qwen's ``<tool_call>``), which llama.cpp would find even so (one of a
+    single character cannot be cut). Text without one is tokenized in one piece, as before."""
+    cuts = {i + 1 for t in found_in_text if len(t) > 1 for i in _positions(text, t)}
+    bounds = [0, *sorted(cuts), len(text)]
+    return [i for a, b in zip(bounds, bounds[1:]) if b > a
+            for i in llama.tokenize(text[a:b].encode("utf-8"), add_bos=False, special=False)]
+
+
+def _positions(text: str, sub: str) -> Iterator[int]:
+    """Where ``sub`` starts in ``text``, overlaps included."""
+    at = text.find(sub)
+    while at >= 0:
+        yield at
+        at = text.find(sub, at + 1)
 
 
 # -- generating a reply, in steps ------------------------------------------------------------------------------
@@ -140,7 +198,7 @@ class HarnessChat:
         self.prompt_log = Path(prompt_log) if prompt_log else None
         self.max_calls = max_calls
 
-    # The grammars need llama-cpp-python; a test replaces these two methods.
+    # The grammars and the vocabulary need llama-cpp-python; a test replaces these three methods.
     def choice_grammar(self, names: list[str], first: bool):
         """The first step: ``message:`` or a call; after a call: another call, or nothing (the turn ends)."""
         from llama_cpp.llama_grammar import LlamaGrammar
@@ -155,6 +213,18 @@ class HarnessChat:
         except Exception:  # noqa: BLE001 - a schema its converter cannot take: any JSON then
             return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
 
+    def vocabulary(self, llama) -> Vocabulary:
+        """The model's BOS (when it asks for one) and the texts of its user-defined tokens: read at each request
+        (15 to 20 ms for SmolLM2's 49,152 tokens, measured here), so that a server that swaps its model is read
+        anew."""
+        from llama_cpp import llama_cpp as ll
+        vocab = ll.llama_model_get_vocab(llama.model)
+        found = [ll.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")
+                 for i in range(ll.llama_vocab_n_tokens(vocab))
+                 if ll.llama_vocab_get_attr(vocab, i) & ll.LLAMA_TOKEN_ATTR_USER_DEFINED]
+        bos = llama.token_bos()
+        return Vocabulary([bos] if ll.llama_vocab_get_add_bos(vocab) and bos >= 0 else [], found)
+
     def log(self, prompt: str) -> None:
         if self.prompt_log is not None:
             with open(self.prompt_log, "a", encoding="utf-8") as f:
@@ -165,13 +235,13 @@ class HarnessChat:
         tools = [t for t in tools or [] if isinstance(t, dict) and (t.get("function") or {}).get("name")]
         if tool_choice == "none":
             tools = []
-        prompt = render(messages, tools)
-        self.log(prompt)
+        parts = render_parts(messages, tools)
+        self.log("".join(parts))
         sampling = {k: request[k] for k in SAMPLING if request.get(k) is not None}
         sampling["temperature"] = temperature if temperature is not None else 0.0
         if seed is not None:
             sampling["seed"] = seed
-        steps = _Steps(self, llama, prompt, tools, max_tokens, sampling)
+        steps = _Steps(self, llama, parts, tools, max_tokens, sampling)
         events = steps.events()
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
                 "model": model or FORMAT}
@@ -179,15 +249,18 @@ class HarnessChat:
 
 
 class _Steps:
-    """One reply: the step that chooses (``message:`` or a call), then the text or each call's arguments."""
+    """One reply: the step that chooses (``message:`` or a call), then the text or each call's arguments. Each
+    step's prompt is the request's (``parts``) and, as text, what the reply wrote before it (``written``), given
+    to the model as token ids (``tokens``)."""
 
-    def __init__(self, chat: HarnessChat, llama, prompt: str, tools: list[dict], max_tokens, sampling: dict):
-        self.chat, self.llama, self.prompt, self.tools, self.sampling = chat, llama, prompt, tools, sampling
+    def __init__(self, chat: HarnessChat, llama, parts: list[str], tools: list[dict], max_tokens, sampling: dict):
+        self.chat, self.llama, self.parts, self.tools, self.sampling = chat, llama, parts, tools, sampling
+        self.vocabulary = chat.vocabulary(llama)
         self.left = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None
-        self.prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), special=True))
+        self.prompt_tokens = len(tokens(llama, parts, self.vocabulary))
         self.completion_tokens = 0
 
-    def _generate(self, text: str, limit: int, grammar=None, stop=None) -> Iterator[str | dict]:
+    def _generate(self, written: str, limit: int, grammar=None, stop=None) -> Iterator[str | dict]:
         """Pieces of text, then ``{"finish": ...}``: ``"length"`` when ``limit`` (or the request's
         max_tokens) cut it."""
         limit = min(limit, self.left) if self.left is not None else limit
@@ -195,7 +268,8 @@ class _Steps:
             yield {"finish": "length"}
             return
         got, finish = [], "stop"
-        for chunk in self.llama.create_completion(prompt=text, max_tokens=limit, grammar=grammar,
+        prompt = tokens(self.llama, [*self.parts, written], self.vocabulary)
+        for chunk in self.llama.create_completion(prompt=prompt, max_tokens=limit, grammar=grammar,
                                                   stop=stop or [END], stream=True, **self.sampling):
             choice = chunk["choices"][0]
             if choice.get("text"):
@@ -208,12 +282,12 @@ class _Steps:
             self.left -= used
         yield {"finish": finish}
 
-    def _choose(self, text: str, first: bool) -> tuple[str, str | None]:
+    def _choose(self, written: str, first: bool) -> tuple[str, str | None]:
         """What the model chose ("message", "end" or a tool's name) and, when the request's max_tokens ran
         out before it chose, ``"length"``."""
         names = [t["function"]["name"] for t in self.tools]
         got, finish = "", None
-        for piece in self._generate(text, 32, self.chat.choice_grammar(names, first), stop=[":"]):
+        for piece in self._generate(written, 32, self.chat.choice_grammar(names, first), stop=[":"]):
             if isinstance(piece, dict):
                 finish = piece["finish"]
             else:
@@ -228,23 +302,23 @@ class _Steps:
     def events(self) -> Iterator[tuple]:
         """("text", piece) | ("call", index, id, name) | ("args", index, piece) | ("finish", reason)."""
         if not self.tools:
-            yield from self._text(self.prompt)
+            yield from self._text("")
             return
-        text = self.prompt
-        choice, cut = self._choose(text, first=True)
+        written = ""
+        choice, cut = self._choose(written, first=True)
         if cut:
             yield ("finish", cut)
             return
         if choice in ("message", "end"):
-            yield from self._text(text + "message:\n")
+            yield from self._text("message:\n")
             return
         for index in range(self.chat.max_calls):
             call_id = f"call_{uuid.uuid4().hex[:24]}"
             yield ("call", index, call_id, choice)
-            text += f"functions.{choice}:\n"
+            written += f"functions.{choice}:\n"
             schema = next(t["function"].get("parameters") for t in self.tools if t["function"]["name"] == choice)
             args = ""
-            for piece in self._generate(text, MAX_ARGUMENT_TOKENS, self.chat.arguments_grammar(schema)):
+            for piece in self._generate(written, MAX_ARGUMENT_TOKENS, self.chat.arguments_grammar(schema)):
                 if isinstance(piece, dict):
                     if piece["finish"] == "length":
                         yield ("finish", "length")
@@ -252,17 +326,17 @@ class _Steps:
                     break
                 args += piece
                 yield ("args", index, piece)
-            text += args + "\n"
+            written += args + "\n"
             if index + 1 == self.chat.max_calls:
                 break
-            choice, cut = self._choose(text, first=False)
+            choice, cut = self._choose(written, first=False)
             if cut or choice in ("message", "end"):
                 break
         yield ("finish", "tool_calls")
 
-    def _text(self, text: str) -> Iterator[tuple]:
+    def _text(self, written: str) -> Iterator[tuple]:
         finish = "stop"
-        for piece in self._generate(text, MAX_TEXT_TOKENS):
+        for piece in self._generate(written, MAX_TEXT_TOKENS):
             if isinstance(piece, dict):
                 finish = piece["finish"]
             else:
