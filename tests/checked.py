@@ -41,8 +41,19 @@ async def _run_check(source: str, namespace: dict):
     return await value if asyncio.iscoroutine(value) else value
 
 
+def parameters(stem: str, folder: Path = NOTEBOOKS) -> dict:
+    """The notebook's parameters cell, as its defaults set them (a check cell may pass one on: 16's deadline)."""
+    nb = nbformat.read(folder / f"{stem}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+    values: dict = {}
+    exec(cell.source, values)  # noqa: S102 - the notebook's own literals
+    return {k: v for k, v in values.items() if not k.startswith("__")}
+
+
 def report(stem: str, which: int = 0, namespace: dict | None = None):
-    """The report of the notebook's ``which``-th check cell on ``namespace`` (default: the build cells' own), with
-    the process's shared scripted provider, as in a kernel."""
+    """The report of the notebook's ``which``-th check cell on ``namespace`` (default: the build cells' own) and the
+    notebook's parameters, with the process's shared scripted provider, as in a kernel."""
     namespace = load(stem) if namespace is None else namespace
+    for name, value in parameters(stem).items():
+        namespace.setdefault(name, value)
     return asyncio.run(_run_check(check_cells(stem)[which], namespace))

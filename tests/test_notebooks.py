@@ -389,8 +389,9 @@ def test_reading_notebooks_compiles_no_grammar():
 
 # -- the notebooks as files -------------------------------------------------------------------------
 def test_there_is_one_notebook_per_section_in_chapter_order():
+    """00 to 15, one per section of the chapter, then 16, the capstone: the reader's harness, the whole chapter."""
     names = [p.stem for p in NOTEBOOKS]
-    assert [int(n[:2]) for n in names] == list(range(16))
+    assert [int(n[:2]) for n in names] == list(range(17)) and names[-1] == "16-your-harness"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

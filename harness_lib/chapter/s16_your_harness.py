@@ -1,0 +1,436 @@
+"""16, the capstone: the reader's own harness recomputes the chapter, as ``make chapter`` does through the library.
+
+The reader's harness is a kit of plain functions over a run held as a dict (notebook 16 builds it from the
+pieces of sections 2 to 10): ``new_state(run_id, model, task)``, ``save(state, folder)``, ``load(folder, run_id)``,
+``approve(state, call_id)``, ``reject(state, call_id, reason=None, silent=False)`` and ``harness(url, state, tools,
+max_turns=, max_budget_usd=, folder=, trace=, tool_errors=, dedupe=, on_progress=)``, which returns the run with
+``status``, ``interruption``, ``turns``, ``tool_runs``, ``in``, ``out``, ``cost_usd``, ``prompts`` (each turn's prompt
+tokens), ``answer`` and ``messages``. ``recompute(kit)`` drives it through every experiment behind the chapter's 60
+exact figures (the plan run, the caps, the budget, the policies, the repeats, the verdicts across a restart, the
+crash and resume, Stop during the scan, the trace) and returns figure id -> value. ``LIBRARY`` is the same kit over
+``harness_lib``, so both columns come from one driver. ``await capstone(new_state=..., ..., harness=...)`` shows them
+side by side with the chapter's, the line "your harness reproduces N of the 60 exact figures", and the first
+difference explained; ``sections_plot`` draws the same, section by section.
+
+Each experiment runs the reader's code in a thread of its own under a deadline (``checking``): one that raises,
+hangs or is not written yet costs its own figures, never the others'. Nothing here is recorded for the report:
+``make chapter``'s figures are the library's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from . import figures, params
+from .checking import _in_thread, _one_line, _reader_frames
+from .plots import BLUE, ORANGE, _figure, style
+from .stop_button import whole
+
+PARAMETERS = {"DEADLINE_S": params.Number(1, 60, closed=True, unit=" s")}  # an experiment's time, then it is stopped
+PIECES = ("new_state", "save", "load", "approve", "reject", "harness")
+
+REASON = "I only asked which file mentions a timeout; do not delete anything."
+QUICK_SCAN = {"seconds": 0.3, "every": 400}   # statuses and a reason do not depend on the scan's length
+DEADLINE_S = 10.0                              # an experiment's own time (the runaway's four caps: about 1 s)
+FIELDS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer", "messages")
+
+# What each section's figures stand for: said beside the first figure that differs.
+POINTS = {
+    "01-loop": "section 1: three turns, every turn's tokens added up from the replies' usage, the answer kept",
+    "02-turn-cap": "section 2: the cap checked before each turn is paid for, `turns >= max_turns`",
+    "03-budget": "section 3: the budget checked before each call, `cost >= max_budget_usd`, so a run overshoots by "
+                 "one turn at most",
+    "05-tool-errors": "section 5: `fatal` ends the run, `generic` says only that it failed, `descriptive` returns "
+                      "the error's own words; the cap checked before what is owed runs",
+    "06-dedupe": "section 6: only read-only calls are answered from the cache, keyed on the tool and its arguments",
+    "07-approval": "section 7: a call that needs approval stops the run; the verdict, kept across a restart, fills "
+                   "the call's slot in words",
+    "08-resume": "section 8: every step saved before the next is paid for; a resume answers what is owed first, "
+                 "pays no turn twice and runs no finished call again",
+    "09-cancel": "section 9: Stop cancels the run's task, the tool hears it, the run ends interrupted with the reason",
+    "10-trace": "section 10: one line per event, each with the run id, each turn's tokens and running cost, "
+                "run_stopped with its reason",
+    "15-what-is-left": "section 15: the same figures as sections 1 and 2, every turn resending the ones before it",
+}
+
+
+# -- the library as a kit ---------------------------------------------------------------------------------
+def _library_kit() -> SimpleNamespace:
+    from .. import state as hs
+    from ..loop import Options, run
+    from ..trace import Trace
+    from ..workspace import SYSTEM_PROMPT
+
+    async def harness(url, state, tools, max_turns=50, max_budget_usd=None, folder=None, trace=None,
+                      tool_errors="descriptive", dedupe="off", on_progress=None):
+        hook = None if trace is None else (lambda e: trace(e["runId"], e["type"], **{
+            k: v for k, v in e.items() if k not in ("runId", "type")}))
+        return await run(state, tools, Options(base_url=url, max_turns=max_turns, max_budget_usd=max_budget_usd,
+                                               state_dir=folder, trace=Trace(timestamps=False, on_event=hook),
+                                               tool_errors=tool_errors, dedupe=dedupe, on_progress=on_progress))
+
+    return SimpleNamespace(new_state=lambda run_id, model, task: hs.new_run(SYSTEM_PROMPT, task, model, run_id),
+                           save=hs.save, load=hs.load, approve=hs.approve,
+                           reject=lambda s, call_id, reason=None, silent=False: hs.reject(s, call_id, reason,
+                                                                                          silent=silent),
+                           harness=harness)
+
+
+LIBRARY = _library_kit()
+
+
+def view(state) -> dict:
+    """The run's fields, from the reader's dict or the library's ``RunState``."""
+    if isinstance(state, dict):
+        return {k: state.get(k) for k in FIELDS}
+    return {"status": state.status, "interruption": state.interruption, "turns": state.turns,
+            "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
+            "cost_usd": state.own_cost_usd, "prompts": [t["prompt_tokens"] for t in state.per_turn],
+            "answer": state.output or "", "messages": state.messages}
+
+
+# -- the experiments ----------------------------------------------------------------------------------------
+def _workspace():
+    from ..workspace import Workspace
+    return Workspace.copy_of()
+
+
+async def _fresh(kit, url, model, run_id="capstone", workspace=None, scan=None, **options):
+    from ..workspace import TASK
+    workspace = workspace or _workspace()
+    state = await kit.harness(url, kit.new_state(run_id, model, TASK), workspace.tools(**(scan or QUICK_SCAN)),
+                              **options)
+    return view(state), workspace
+
+
+async def loop_and_caps(kit, url) -> dict:
+    plan, _ = await _fresh(kit, url, "plan", max_turns=20)
+    m = {"plan.turns": plan["turns"], "plan.tools": plan["tool_runs"], "plan.in": plan["in"], "plan.out": plan["out"],
+         "plan.cost": plan["cost_usd"], "plan.status": plan["status"], "plan.answer": plan["answer"],
+         "plan.prompts": plan["prompts"], "left.prompts": plan["prompts"]}
+    ins, costs = {}, {}
+    for cap in (8, 20, 50, 100):
+        run, _ = await _fresh(kit, url, "runaway", max_turns=cap)
+        ins[cap], costs[cap] = run["in"], run["cost_usd"]
+    m.update({"cap.in8": ins[8], "cap.in50": ins[50], "cap.in100": ins[100], "cap.cost20": float(costs[20]),
+              "cap.cost_ratio": float(costs[100] / costs[50]), "cap.in_ratio": float(ins[100] / ins[50]),
+              "left.in8": ins[8], "left.in100": ins[100]})
+    return m
+
+
+async def budget(kit, url) -> dict:
+    run, _ = await _fresh(kit, url, "runaway", max_turns=None, max_budget_usd=0.010)
+    return {"budget.spent": float(run["cost_usd"]), "budget.turns": run["turns"], "budget.status": run["status"]}
+
+
+async def tool_errors(kit, url) -> dict:
+    runs = {p: (await _fresh(kit, url, "recover", max_turns=20, tool_errors=p))[0]
+            for p in ("fatal", "generic", "descriptive")}
+    perm, _ = await _fresh(kit, url, "forbidden", max_turns=12, tool_errors="descriptive")
+    return {"errors.ratio": float(runs["descriptive"]["cost_usd"] / runs["fatal"]["cost_usd"]),
+            "errors.answers": ", ".join(p for p, r in runs.items() if "errors.log" in (r["answer"] or "")),
+            "perm.turns": perm["turns"], "perm.toolruns": perm["tool_runs"], "perm.in": perm["in"],
+            "perm.cost": perm["cost_usd"], "perm.status": perm["status"], "perm.answer": perm["answer"],
+            "perm.ratio": float(perm["cost_usd"] / runs["descriptive"]["cost_usd"])}
+
+
+async def _approving(kit, url, model, **options):
+    from ..workspace import TASK
+    workspace = _workspace()
+    state = kit.new_state("capstone", model, TASK)
+    while True:
+        state = await kit.harness(url, state, workspace.tools(**QUICK_SCAN), **options)
+        seen = view(state)
+        if seen["status"] != "interrupted" or (seen["interruption"] or {}).get("type") != "approval":
+            return seen, workspace
+        kit.approve(state, seen["interruption"]["callId"])
+
+
+async def dedupe(kit, url) -> dict:
+    base, _ = await _fresh(kit, url, "direct", max_turns=20, dedupe="off")
+    again, _ = await _fresh(kit, url, "repeat", max_turns=20, dedupe="off")
+    cached, _ = await _fresh(kit, url, "repeat", max_turns=20, dedupe="read-only")
+    extra = again["cost_usd"] - base["cost_usd"]
+    m = {"repeat.extra": round(extra, 6), "repeat.increase": round(100 * extra / base["cost_usd"]),
+         "repeat.cache_saves": round(again["cost_usd"] - cached["cost_usd"], 6)}
+    for key, mode in (("naive", "all"), ("gate", "read-only")):
+        run, ws = await _approving(kit, url, "delete_twice", max_turns=20, dedupe=mode)
+        m.update({f"{key}.turns": run["turns"], f"{key}.runs": run["tool_runs"], f"{key}.deleted": ws.delete_runs})
+    return m
+
+
+def stop_line(run: dict) -> str:
+    i = run["interruption"] or {}
+    args = json.dumps(i.get("args"), separators=(",", ":"), ensure_ascii=False)
+    return f"turn {run['turns']}: {run['status']} / {i.get('type')} -> {i.get('toolName')}({args})"
+
+
+async def approval(kit, url) -> dict:
+    """destructive stops to ask; each verdict is given to the run as a restart finds it: saved, loaded, decided."""
+    from ..workspace import TASK
+    m: dict = {}
+    for key, verdict in (("approve", "approve"), ("reject", "reject"), ("silent", "silent")):
+        workspace, folder = _workspace(), Path(tempfile.mkdtemp(prefix="harness-capstone-"))
+        try:
+            stopped = await kit.harness(url, kit.new_state("verdict", "destructive", TASK),
+                                        workspace.tools(**QUICK_SCAN), max_turns=20)
+            seen = view(stopped)
+            m.update({"approval.stop": stop_line(seen), "approval.deleted_before": list(workspace.deleted)})
+            kit.save(stopped, folder)
+            state = kit.load(folder, "verdict")   # the process that asked may be gone: the verdict comes later
+            call_id = (seen["interruption"] or {}).get("callId")
+            if verdict == "approve":
+                kit.approve(state, call_id)
+            else:
+                kit.reject(state, call_id, **({"reason": REASON} if verdict == "reject" else {"silent": True}))
+            done = view(await kit.harness(url, state, workspace.tools(**QUICK_SCAN), max_turns=20))
+            m.update({f"{key}.turns": done["turns"], f"{key}.deleted": list(workspace.deleted),
+                      f"{key}.answer": done["answer"]})
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    m.pop("silent.turns")   # the chapter printed none
+    return m
+
+
+async def resume(kit, url) -> dict:
+    """The plan run dies while its third turn is in flight (held by the provider): what its folder held at that
+    moment is restored, and a resume finishes it; the tools run across both 'processes' come from the trace."""
+    from ..scripted import ScriptedProvider
+    from ..workspace import TASK
+    folder = Path(tempfile.mkdtemp(prefix="harness-capstone-"))
+    workspace, events = _workspace(), []
+
+    def trace(run_id, type, **fields):
+        events.append({"type": type, **fields})
+
+    def tool_runs() -> list[str]:
+        return [e["toolName"] + (":" + json.loads(e.get("args") or "{}").get("path", "")
+                                 if json.loads(e.get("args") or "{}").get("path") else "")
+                for e in events if e["type"] == "tool_start"]
+
+    def saved_results() -> int:
+        try:
+            return sum(m.get("role") == "tool" for m in view(kit.load(folder, "resume-demo"))["messages"])
+        except Exception:  # noqa: BLE001 - nothing saved yet, or half: the run has not got there
+            return 0
+
+    try:
+        with ScriptedProvider() as held:
+            held.inject("slow:0", "slow:0", "slow:30")   # the third request is held: the process dies meanwhile
+            task = asyncio.ensure_future(kit.harness(held.base_url, kit.new_state("resume-demo", "plan", TASK),
+                                                     workspace.tools(**QUICK_SCAN), max_turns=20, folder=folder,
+                                                     trace=trace))
+            for _ in range(500):   # up to 5 s for the second result to be saved
+                if saved_results() >= 2 or task.done():
+                    break
+                await asyncio.sleep(0.01)
+            disk = Path(tempfile.mkdtemp(prefix="harness-capstone-disk-"))
+            shutil.copytree(folder, disk / "runs")   # what a SIGKILL would have left
+            task.cancel("killed")
+            await asyncio.gather(task, return_exceptions=True)
+        shutil.rmtree(folder)
+        shutil.copytree(disk / "runs", folder)
+        shutil.rmtree(disk, ignore_errors=True)
+        restored = kit.load(folder, "resume-demo")
+        before = view(restored)
+        m = {"resume.restored_turns": before["turns"], "resume.restored_cost": round(before["cost_usd"], 6),
+             "resume.restored_messages": len(before["messages"]), "resume.restored_status": before["status"]}
+        finished = view(await kit.harness(url, restored, workspace.tools(**QUICK_SCAN), max_turns=20, folder=folder,
+                                          trace=trace))
+        m.update({"resume.turns": finished["turns"], "resume.cost": finished["cost_usd"],
+                  "resume.status": finished["status"], "resume.tool_runs": ", ".join(tool_runs())})
+        return m
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def cancel(kit, url) -> dict:
+    plain, _ = await _fresh(kit, url, "slow", max_turns=20)
+    task = asyncio.current_task()
+    pressed = []
+
+    def stop_at_the_first_tick(label):   # Stop pressed at an event of the run, never at a time of the clock
+        if not pressed:
+            pressed.append(label)
+            task.cancel("user pressed Stop")
+
+    try:
+        stopped, _ = await _fresh(kit, url, "slow", max_turns=20, on_progress=stop_at_the_first_tick)
+    except asyncio.CancelledError:   # the harness let the cancel through: it never ended the run itself
+        stopped = {"status": "(the cancel went through the harness)", "interruption": None}
+    while task.cancelling():   # the cancel, heard or not, is this experiment's own: not the caller's
+        task.uncancel()
+    return {"cancel.full_status": plain["status"], "cancel.stop_status": stopped["status"],
+            "cancel.reason": (stopped["interruption"] or {}).get("reason")}
+
+
+async def trace_lines(kit, url) -> dict:
+    from .s10_trace import trace_figures
+    events: list[dict] = []
+    await _fresh(kit, url, "destructive", run_id="n1", max_turns=20,
+                 trace=lambda run_id, type, **fields: events.append({"runId": run_id, "type": type, **fields}))
+    return trace_figures(events)
+
+
+EXPERIMENTS = {  # experiment -> the sections whose figures it gives
+    loop_and_caps: ("01-loop", "02-turn-cap", "15-what-is-left"), budget: ("03-budget",),
+    tool_errors: ("05-tool-errors",), dedupe: ("06-dedupe",), approval: ("07-approval",), resume: ("08-resume",),
+    cancel: ("09-cancel",), trace_lines: ("10-trace",),
+}
+
+
+def exact_figures() -> pd.DataFrame:
+    table = figures.chapter_figures()
+    return table[~table.kind.isin(("time", "machine", "unreproducible", "registry"))].reset_index(drop=True)
+
+
+async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, dict]:
+    """Every experiment through ``kit``: (figure id -> value, section -> one line saying why its figures are
+    missing: not written yet, raised, or still running at the deadline)."""
+    files = {fn.__code__.co_filename for fn in vars(kit).values() if hasattr(fn, "__code__")}
+    measured: dict = {}
+    missing: dict = {}
+    for experiment, sections in EXPERIMENTS.items():
+        kind, *what = await _in_thread(functools.partial(experiment, kit, url), deadline)
+        if kind == "ok":
+            measured.update(what[0])
+            continue
+        if kind == "hung":
+            why = f"still running after {deadline:g} s: stopped"
+        else:
+            frames = _reader_frames(what[0].__traceback__, files)
+            if isinstance(what[0], NotImplementedError) and frames:
+                why = f"not written yet: `{frames[-1].name}`"
+            else:
+                where = f" (line {frames[-1].lineno} of `{frames[-1].name}`)" if frames else ""
+                why = f"raised {_one_line(what[0])}{where}"
+        missing.update({section: why for section in sections})
+    return measured, missing
+
+
+_LIBRARY_FIGURES: dict = {}
+
+
+class Capstone:
+    """What ``await capstone(...)`` shows: section, figure, chapter, yours, library, match; the tally; the first
+    difference explained. Before a line of the harness is written, one line saying so."""
+
+    def __init__(self, table: pd.DataFrame, missing: dict):
+        self.table, self.missing = table, missing
+        unwritten = [why for why in missing.values() if why.startswith("not written yet")]
+        self.line = None
+        if unwritten and len(missing) == len(set(self.table.section)):
+            self.line = f"not written yet: write `{unwritten[0].split('`')[1]}` in its cell above, where it says " \
+                        "YOUR CODE HERE"
+
+    @property
+    def matches(self) -> pd.Series:
+        """Per figure: did your harness compute it, and is it the chapter's (an empty answer is a figure too)."""
+        return self.table["yours"].notna() & (self.table["yours"] == self.table["chapter"])
+
+    @property
+    def reproduced(self) -> int:
+        return int(self.matches.sum())
+
+    @property
+    def total(self) -> int:
+        return len(self.table)
+
+    @property
+    def ok(self) -> bool:
+        """Every figure reproduced: what a check's report calls every case passing."""
+        return self.line is None and self.reproduced == self.total
+
+    @property
+    def library(self) -> int:
+        return int((self.table["library"] == self.table["chapter"]).sum())
+
+    def lines(self) -> list[str]:
+        if self.line is not None:
+            return [self.line]
+        n = len(self.table)
+        out = [f"your harness reproduces {self.reproduced} of the {n} exact figures (the library: {self.library} "
+               f"of {n})"]
+        first = next((r for r, ok in zip(self.table.itertuples(), self.matches) if not ok), None)
+        if first is not None:
+            why = self.missing.get(first.section)
+            got = f"not computed: {why}" if why else f"yours {first.yours or '(nothing)'}"
+            out.append(f"first figure that differs: {first.figure} (chapter {first.chapter}, {got}, the library "
+                       f"{first.library}). {POINTS.get(first.section, '')}.")
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        shown = self.table.copy()
+        shown["match"] = ["✓" if ok else "✗" for ok in self.matches]
+        shown["yours"] = shown["yours"].fillna("—")
+        return shown[["section", "figure", "chapter", "yours", "library", "match"]]
+
+    def __repr__(self) -> str:
+        if self.line is not None:
+            return self.line
+        return self.frame().to_string(index=False) + "\n" + "\n".join(self.lines())
+
+    def _repr_html_(self) -> str | None:
+        if self.line is not None:
+            return None
+        import html
+
+        from .params import table
+        return table(self.frame().set_index("section"))._repr_html_() + "\n" + "".join(
+            f"<p>{html.escape(line)}</p>" for line in self.lines())
+
+
+async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **pieces) -> Capstone:
+    """The chapter's 60 exact figures recomputed through the reader's harness (``new_state``, ``save``, ``load``,
+    ``approve``, ``reject``, ``harness``, by name) and through the library, side by side."""
+    deadline = PARAMETERS["DEADLINE_S"].check("DEADLINE_S", deadline)
+    for name in PIECES:
+        if not callable(pieces.get(name)):
+            raise params.ParameterError(f"capstone needs `{name}`, a function: run the cell above that defines it")
+    if url is None:
+        from ..scripted import ScriptedProvider
+        url = ScriptedProvider.shared().base_url
+    return await whole(_capstone(SimpleNamespace(**{k: pieces[k] for k in PIECES}), url, deadline))
+
+
+async def _capstone(kit, url: str, deadline: float) -> Capstone:
+    if not _LIBRARY_FIGURES:
+        library, _ = await recompute(LIBRARY, url)
+        _LIBRARY_FIGURES.update(library)
+    yours, missing = await recompute(kit, url, deadline)
+    rows = []
+    for f in exact_figures().itertuples():
+        rows.append({"section": f.section, "id": f.id, "figure": f.figure, "chapter": f.value,
+                     "yours": figures.render(yours.get(f.id), f.value) if f.id in yours else None,
+                     "library": figures.render(_LIBRARY_FIGURES.get(f.id), f.value)})
+    return Capstone(pd.DataFrame(rows), missing)
+
+
+def sections_plot(result: Capstone):
+    """Section by section: how many of its exact figures your harness and the library reproduce, of how many."""
+    t = result.table
+    per = pd.DataFrame({"figures": t.groupby("section").size(),
+                        "yours": result.matches.groupby(t.section).sum(),
+                        "library": (t.library == t.chapter).groupby(t.section).sum()}).iloc[::-1]
+    fig, (ax,) = _figure(7.5, 3.8)
+    y = list(range(len(per)))
+    with style():
+        ax.barh([i + 0.2 for i in y], per["library"], height=0.4, color=BLUE, label="harness_lib")
+        ax.barh([i - 0.2 for i in y], per["yours"], height=0.4, color=ORANGE, label="your harness")
+        ax.scatter(per["figures"], y, marker="|", s=300, color="black", label="the chapter's exact figures")
+        ax.set_yticks(y, per.index)
+        ax.set_xlabel("exact figures reproduced")
+        ax.set_title("The chapter through your harness, section by section")
+        ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+__all__ = ["Capstone", "LIBRARY", "PARAMETERS", "capstone", "recompute", "sections_plot"]
