@@ -69,7 +69,8 @@ def test_a_changed_section_notebook_makes_its_exercise_stale(tmp_path):
     section = tmp_path / "notebooks" / SECTIONS[0].name
     nb = nbformat.read(section, as_version=4)
     build = next(c for c in nb.cells if ex.solved(c.source))
-    build.source = build.source.replace(ex.END, "    pass\n" + ex.END)   # inside the solution: the same exercise
+    build.source = re.sub(rf"^([ \t]*){ex.END}", rf"\1pass\n\1{ex.END}", build.source,
+                          flags=re.M)   # inside each solution, at its indentation: the same exercise
     nbformat.write(nb, section)
     assert ex.stale(tmp_path / "notebooks") == []
     nb.cells[0].source += " One more sentence."
