@@ -139,6 +139,7 @@ async def _in_thread(factory: Callable[[], Awaitable[dict]], deadline: float) ->
 
     async def case():
         inside["loop"], inside["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        inside["loop"].set_exception_handler(_quiet_about_interruptions)
         return await factory()
 
     def work():
@@ -193,6 +194,13 @@ async def _end(thread: threading.Thread, inside: dict) -> bool:
 
 
 CPYTHON = sys.implementation.name == "cpython"
+
+
+def _quiet_about_interruptions(loop, context) -> None:
+    """A case's loop says nothing of a task the check itself interrupted (it is reported as a hang); the rest as
+    asyncio would."""
+    if not isinstance(context.get("exception"), _OutOfTime):
+        loop.default_exception_handler(context)
 
 
 def _clear_interruption() -> None:

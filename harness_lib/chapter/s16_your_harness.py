@@ -20,6 +20,7 @@ hangs or is not written yet costs its own figures, never the others'. Nothing he
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import json
 import shutil
@@ -32,6 +33,7 @@ import pandas as pd
 from . import figures, params
 from .checking import _in_thread, _one_line, _reader_frames
 from .plots import BLUE, ORANGE, _figure, style
+from .s10_trace import chapter_trace
 from .stop_button import whole
 
 PARAMETERS = {"DEADLINE_S": params.Number(1, 60, closed=True, unit=" s")}  # an experiment's time, then it is stopped
@@ -88,13 +90,14 @@ LIBRARY = _library_kit()
 
 
 def view(state) -> dict:
-    """The run's fields, from the reader's dict or the library's ``RunState``."""
+    """The run's fields, from the reader's dict or the library's ``RunState``: a copy, since either harness goes on
+    changing the run it returned when it is given it again."""
     if isinstance(state, dict):
-        return {k: state.get(k) for k in FIELDS}
-    return {"status": state.status, "interruption": state.interruption, "turns": state.turns,
-            "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
-            "cost_usd": state.own_cost_usd, "prompts": [t["prompt_tokens"] for t in state.per_turn],
-            "answer": state.output or "", "messages": state.messages}
+        return copy.deepcopy({k: state.get(k) for k in FIELDS})
+    return copy.deepcopy({"status": state.status, "interruption": state.interruption, "turns": state.turns,
+                          "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
+                          "cost_usd": state.own_cost_usd, "prompts": [t["prompt_tokens"] for t in state.per_turn],
+                          "answer": state.output or "", "messages": state.messages})
 
 
 # -- the experiments ----------------------------------------------------------------------------------------
@@ -103,22 +106,41 @@ def _workspace():
     return Workspace.copy_of()
 
 
-async def _fresh(kit, url, model, run_id="capstone", workspace=None, scan=None, **options):
+def record(kit, label: str, run: dict, workspace=None) -> dict:
+    """Keep a run's fields (and the files it deleted) under ``label``, to be laid beside the library's same run."""
+    runs = getattr(kit, "runs", None)
+    if runs is not None:
+        runs[label] = {**run, **({"deleted": list(workspace.delete_runs)} if workspace is not None else {})}
+    return run
+
+
+def record_trace(kit, label: str, events: list[dict]) -> None:
+    """Keep a run's trace lines under ``label``: each line's type and the fields the chapter's trace prints for it
+    (the run id and times aside), a progress line's tool and label."""
+    shown = {e["type"]: [k for k in e if k not in ("runId", "ms")] for e in chapter_trace()}
+    shown["tool_progress"] = ["type", "toolName", "label"]
+    runs = getattr(kit, "runs", None)
+    if runs is not None:
+        runs[label] = {"trace": [{k: e.get(k) for k in shown.get(e["type"], ["type"])} for e in events]}
+
+
+async def _fresh(kit, url, model, label=None, run_id="capstone", workspace=None, scan=None, **options):
     from ..workspace import TASK
     workspace = workspace or _workspace()
     state = await kit.harness(url, kit.new_state(run_id, model, TASK), workspace.tools(**(scan or QUICK_SCAN)),
                               **options)
-    return view(state), workspace
+    run = view(state)
+    return (record(kit, label, run, workspace) if label else run), workspace
 
 
 async def loop_and_caps(kit, url) -> dict:
-    plan, _ = await _fresh(kit, url, "plan", max_turns=20)
+    plan, _ = await _fresh(kit, url, "plan", "plan, cap 20", max_turns=20)
     m = {"plan.turns": plan["turns"], "plan.tools": plan["tool_runs"], "plan.in": plan["in"], "plan.out": plan["out"],
          "plan.cost": plan["cost_usd"], "plan.status": plan["status"], "plan.answer": plan["answer"],
          "plan.prompts": plan["prompts"], "left.prompts": plan["prompts"]}
     ins, costs = {}, {}
     for cap in (8, 20, 50, 100):
-        run, _ = await _fresh(kit, url, "runaway", max_turns=cap)
+        run, _ = await _fresh(kit, url, "runaway", f"runaway, cap {cap}", max_turns=cap)
         ins[cap], costs[cap] = run["in"], run["cost_usd"]
     m.update({"cap.in8": ins[8], "cap.in50": ins[50], "cap.in100": ins[100], "cap.cost20": float(costs[20]),
               "cap.cost_ratio": float(costs[100] / costs[50]), "cap.in_ratio": float(ins[100] / ins[50]),
@@ -127,14 +149,16 @@ async def loop_and_caps(kit, url) -> dict:
 
 
 async def budget(kit, url) -> dict:
-    run, _ = await _fresh(kit, url, "runaway", max_turns=None, max_budget_usd=0.010)
+    run, _ = await _fresh(kit, url, "runaway", "runaway, budget $0.010", max_turns=None, max_budget_usd=0.010)
+    await _fresh(kit, url, "runaway", "runaway, budget $0.000684: one turn's price, reached exactly", max_turns=None,
+                 max_budget_usd=0.000684)
     return {"budget.spent": float(run["cost_usd"]), "budget.turns": run["turns"], "budget.status": run["status"]}
 
 
 async def tool_errors(kit, url) -> dict:
-    runs = {p: (await _fresh(kit, url, "recover", max_turns=20, tool_errors=p))[0]
+    runs = {p: (await _fresh(kit, url, "recover", f"recover, {p}", max_turns=20, tool_errors=p))[0]
             for p in ("fatal", "generic", "descriptive")}
-    perm, _ = await _fresh(kit, url, "forbidden", max_turns=12, tool_errors="descriptive")
+    perm, _ = await _fresh(kit, url, "forbidden", "forbidden, cap 12", max_turns=12, tool_errors="descriptive")
     return {"errors.ratio": float(runs["descriptive"]["cost_usd"] / runs["fatal"]["cost_usd"]),
             "errors.answers": ", ".join(p for p, r in runs.items() if "errors.log" in (r["answer"] or "")),
             "perm.turns": perm["turns"], "perm.toolruns": perm["tool_runs"], "perm.in": perm["in"],
@@ -150,14 +174,15 @@ async def _approving(kit, url, model, **options):
         state = await kit.harness(url, state, workspace.tools(**QUICK_SCAN), **options)
         seen = view(state)
         if seen["status"] != "interrupted" or (seen["interruption"] or {}).get("type") != "approval":
-            return seen, workspace
+            return record(kit, f"{model}, dedupe {options.get('dedupe')}, every stop approved", seen, workspace), \
+                workspace
         kit.approve(state, seen["interruption"]["callId"])
 
 
 async def dedupe(kit, url) -> dict:
-    base, _ = await _fresh(kit, url, "direct", max_turns=20, dedupe="off")
-    again, _ = await _fresh(kit, url, "repeat", max_turns=20, dedupe="off")
-    cached, _ = await _fresh(kit, url, "repeat", max_turns=20, dedupe="read-only")
+    base, _ = await _fresh(kit, url, "direct", "direct", max_turns=20, dedupe="off")
+    again, _ = await _fresh(kit, url, "repeat", "repeat, dedupe off", max_turns=20, dedupe="off")
+    cached, _ = await _fresh(kit, url, "repeat", "repeat, dedupe read-only", max_turns=20, dedupe="read-only")
     extra = again["cost_usd"] - base["cost_usd"]
     m = {"repeat.extra": round(extra, 6), "repeat.increase": round(100 * extra / base["cost_usd"]),
          "repeat.cache_saves": round(again["cost_usd"] - cached["cost_usd"], 6)}
@@ -182,7 +207,7 @@ async def approval(kit, url) -> dict:
         try:
             stopped = await kit.harness(url, kit.new_state("verdict", "destructive", TASK),
                                         workspace.tools(**QUICK_SCAN), max_turns=20)
-            seen = view(stopped)
+            seen = record(kit, "destructive, stopped to ask", view(stopped), workspace)
             m.update({"approval.stop": stop_line(seen), "approval.deleted_before": list(workspace.deleted)})
             kit.save(stopped, folder)
             state = kit.load(folder, "verdict")   # the process that asked may be gone: the verdict comes later
@@ -191,7 +216,8 @@ async def approval(kit, url) -> dict:
                 kit.approve(state, call_id)
             else:
                 kit.reject(state, call_id, **({"reason": REASON} if verdict == "reject" else {"silent": True}))
-            done = view(await kit.harness(url, state, workspace.tools(**QUICK_SCAN), max_turns=20))
+            done = record(kit, f"destructive, {verdict} after a restart",
+                          view(await kit.harness(url, state, workspace.tools(**QUICK_SCAN), max_turns=20)), workspace)
             m.update({f"{key}.turns": done["turns"], f"{key}.deleted": list(workspace.deleted),
                       f"{key}.answer": done["answer"]})
         finally:
@@ -240,11 +266,13 @@ async def resume(kit, url) -> dict:
         shutil.copytree(disk / "runs", folder)
         shutil.rmtree(disk, ignore_errors=True)
         restored = kit.load(folder, "resume-demo")
-        before = view(restored)
+        before = record(kit, "plan, as restored from disk", view(restored))
         m = {"resume.restored_turns": before["turns"], "resume.restored_cost": round(before["cost_usd"], 6),
              "resume.restored_messages": len(before["messages"]), "resume.restored_status": before["status"]}
-        finished = view(await kit.harness(url, restored, workspace.tools(**QUICK_SCAN), max_turns=20, folder=folder,
-                                          trace=trace))
+        finished = record(kit, "plan, resumed", view(await kit.harness(url, restored, workspace.tools(**QUICK_SCAN),
+                                                                          max_turns=20, folder=folder, trace=trace)))
+        record(kit, "plan, resumed, as its folder holds it at the end", view(kit.load(folder, "resume-demo")))
+        record_trace(kit, "plan, killed and resumed: its trace", events)
         m.update({"resume.turns": finished["turns"], "resume.cost": finished["cost_usd"],
                   "resume.status": finished["status"], "resume.tool_runs": ", ".join(tool_runs())})
         return m
@@ -253,7 +281,10 @@ async def resume(kit, url) -> dict:
 
 
 async def cancel(kit, url) -> dict:
-    plain, _ = await _fresh(kit, url, "slow", max_turns=20)
+    events: list[dict] = []
+    plain, _ = await _fresh(kit, url, "slow", "slow", max_turns=20,
+                            trace=lambda run_id, type, **fields: events.append({"type": type, **fields}))
+    record_trace(kit, "slow: its trace", events)
     task = asyncio.current_task()
     pressed = []
 
@@ -263,7 +294,8 @@ async def cancel(kit, url) -> dict:
             task.cancel("user pressed Stop")
 
     try:
-        stopped, _ = await _fresh(kit, url, "slow", max_turns=20, on_progress=stop_at_the_first_tick)
+        stopped, _ = await _fresh(kit, url, "slow", "slow, Stop at the first tick", max_turns=20,
+                                  on_progress=stop_at_the_first_tick)
     except asyncio.CancelledError:   # the harness let the cancel through: it never ended the run itself
         stopped = {"status": "(the cancel went through the harness)", "interruption": None}
     while task.cancelling():   # the cancel, heard or not, is this experiment's own: not the caller's
@@ -277,6 +309,7 @@ async def trace_lines(kit, url) -> dict:
     events: list[dict] = []
     await _fresh(kit, url, "destructive", run_id="n1", max_turns=20,
                  trace=lambda run_id, type, **fields: events.append({"runId": run_id, "type": type, **fields}))
+    record_trace(kit, "destructive: its trace", events)
     return trace_figures(events)
 
 
@@ -292,10 +325,11 @@ def exact_figures() -> pd.DataFrame:
     return table[~table.kind.isin(("time", "machine", "unreproducible", "registry"))].reset_index(drop=True)
 
 
-async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, dict]:
+async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, dict, dict]:
     """Every experiment through ``kit``: (figure id -> value, section -> one line saying why its figures are
-    missing: not written yet, raised, or still running at the deadline)."""
+    missing: not written yet, raised, or still running at the deadline, run label -> the run's fields)."""
     files = {fn.__code__.co_filename for fn in vars(kit).values() if hasattr(fn, "__code__")}
+    kit = SimpleNamespace(**{name: getattr(kit, name) for name in PIECES}, runs={})
     measured: dict = {}
     missing: dict = {}
     for experiment, sections in EXPERIMENTS.items():
@@ -313,18 +347,47 @@ async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, 
                 where = f" (line {frames[-1].lineno} of `{frames[-1].name}`)" if frames else ""
                 why = f"raised {_one_line(what[0])}{where}"
         missing.update({section: why for section in sections})
-    return measured, missing
+    return measured, missing, kit.runs
+
+
+def run_difference(library: dict, yours: dict | None) -> str | None:
+    """How a run of yours differs from the library's same run, in one line (None: it does not): the first field
+    that differs, in the order a reader checks them."""
+    from .checking import _brief, _transcript_difference
+
+    if yours is None:
+        return "not run: its experiment did not finish"
+    for key in ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer",
+                "deleted", "messages", "trace"):
+        want, got = library.get(key), yours.get(key)
+        if key == "cost_usd" and isinstance(want, float) and isinstance(got, (int, float)) and abs(want - got) < 1e-9:
+            continue
+        if want == got:
+            continue
+        if key == "messages" and isinstance(want, list):
+            return _transcript_difference(want, got)
+        if key == "trace" and isinstance(want, list) and isinstance(got, list):
+            n = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+            if n < min(len(want), len(got)):
+                return f"trace line {n + 1}: the library's {json.dumps(want[n])}, yours {json.dumps(got[n])}"
+            return f"the trace has {len(got)} lines, the library's {len(want)}"
+        shown = {k: (_brief(v) if key == "messages" else v) for k, v in (("want", want), ("got", got))}
+        return f"{key}: the library's {shown['want']!r}, yours {shown['got']!r}"
+    return None
 
 
 _LIBRARY_FIGURES: dict = {}
+_LIBRARY_RUNS: dict = {}
 
 
 class Capstone:
-    """What ``await capstone(...)`` shows: section, figure, chapter, yours, library, match; the tally; the first
-    difference explained. Before a line of the harness is written, one line saying so."""
+    """What ``await capstone(...)`` shows: section, figure, chapter, yours, library, match; then each run of the
+    experiments beside the library's same run; the tally; the first difference explained. Before a line of the
+    harness is written, one line saying so."""
 
-    def __init__(self, table: pd.DataFrame, missing: dict):
+    def __init__(self, table: pd.DataFrame, missing: dict, runs: pd.DataFrame | None = None):
         self.table, self.missing = table, missing
+        self.runs = runs if runs is not None else pd.DataFrame(columns=["run", "differs"])
         unwritten = [why for why in missing.values() if why.startswith("not written yet")]
         self.line = None
         if unwritten and len(missing) == len(set(self.table.section)):
@@ -345,9 +408,13 @@ class Capstone:
         return len(self.table)
 
     @property
+    def same_runs(self) -> int:
+        return int(self.runs["differs"].isna().sum())
+
+    @property
     def ok(self) -> bool:
-        """Every figure reproduced: what a check's report calls every case passing."""
-        return self.line is None and self.reproduced == self.total
+        """Every figure reproduced and every run the library's: what a check's report calls every case passing."""
+        return self.line is None and self.reproduced == self.total and self.same_runs == len(self.runs)
 
     @property
     def library(self) -> int:
@@ -358,13 +425,17 @@ class Capstone:
             return [self.line]
         n = len(self.table)
         out = [f"your harness reproduces {self.reproduced} of the {n} exact figures (the library: {self.library} "
-               f"of {n})"]
+               f"of {n}), and {self.same_runs} of its {len(self.runs)} runs are the library's, field by field"]
         first = next((r for r, ok in zip(self.table.itertuples(), self.matches) if not ok), None)
         if first is not None:
             why = self.missing.get(first.section)
             got = f"not computed: {why}" if why else f"yours {first.yours or '(nothing)'}"
             out.append(f"first figure that differs: {first.figure} (chapter {first.chapter}, {got}, the library "
                        f"{first.library}). {POINTS.get(first.section, '')}.")
+        elif self.same_runs < len(self.runs):
+            run = self.runs[self.runs["differs"].notna()].iloc[0]
+            out.append(f"first run that differs from the library's: {run['run']} ({run['differs']}). The chapter's "
+                       "figures do not show it; the next run that leans on it may.")
         return out
 
     def frame(self) -> pd.DataFrame:
@@ -373,10 +444,17 @@ class Capstone:
         shown["yours"] = shown["yours"].fillna("—")
         return shown[["section", "figure", "chapter", "yours", "library", "match"]]
 
+    def runs_frame(self) -> pd.DataFrame:
+        shown = self.runs.copy()
+        shown["match"] = ["✓" if d is None or d != d else "✗" for d in shown["differs"]]
+        shown["differs"] = shown["differs"].fillna("")
+        return shown.set_index("run")
+
     def __repr__(self) -> str:
         if self.line is not None:
             return self.line
-        return self.frame().to_string(index=False) + "\n" + "\n".join(self.lines())
+        return (self.frame().to_string(index=False) + "\n\n" + self.runs_frame().to_string() + "\n" +
+                "\n".join(self.lines()))
 
     def _repr_html_(self) -> str | None:
         if self.line is not None:
@@ -384,13 +462,16 @@ class Capstone:
         import html
 
         from .params import table
-        return table(self.frame().set_index("section"))._repr_html_() + "\n" + "".join(
-            f"<p>{html.escape(line)}</p>" for line in self.lines())
+        return (table(self.frame().set_index("section"))._repr_html_() + "\n<p>The same runs, yours beside the "
+                "library's, field by field (status, interruption, counts, dollars, each prompt, the answer, the files "
+                "deleted, the transcript, the trace):</p>\n" + table(self.runs_frame())._repr_html_() + "\n" +
+                "".join(f"<p>{html.escape(line)}</p>" for line in self.lines()))
 
 
 async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **pieces) -> Capstone:
     """The chapter's 60 exact figures recomputed through the reader's harness (``new_state``, ``save``, ``load``,
-    ``approve``, ``reject``, ``harness``, by name) and through the library, side by side."""
+    ``approve``, ``reject``, ``harness``, by name) and through the library, side by side; then every run of the
+    experiments beside the library's same run."""
     deadline = PARAMETERS["DEADLINE_S"].check("DEADLINE_S", deadline)
     for name in PIECES:
         if not callable(pieces.get(name)):
@@ -403,15 +484,18 @@ async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **piece
 
 async def _capstone(kit, url: str, deadline: float) -> Capstone:
     if not _LIBRARY_FIGURES:
-        library, _ = await recompute(LIBRARY, url)
+        library, _, runs = await recompute(LIBRARY, url)
         _LIBRARY_FIGURES.update(library)
-    yours, missing = await recompute(kit, url, deadline)
+        _LIBRARY_RUNS.update(runs)
+    yours, missing, runs = await recompute(kit, url, deadline)
     rows = []
     for f in exact_figures().itertuples():
         rows.append({"section": f.section, "id": f.id, "figure": f.figure, "chapter": f.value,
                      "yours": figures.render(yours.get(f.id), f.value) if f.id in yours else None,
                      "library": figures.render(_LIBRARY_FIGURES.get(f.id), f.value)})
-    return Capstone(pd.DataFrame(rows), missing)
+    compared = pd.DataFrame([{"run": label, "differs": run_difference(theirs, runs.get(label))}
+                             for label, theirs in _LIBRARY_RUNS.items()], columns=["run", "differs"])
+    return Capstone(pd.DataFrame(rows), missing, compared)
 
 
 def sections_plot(result: Capstone):
