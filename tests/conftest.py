@@ -50,12 +50,13 @@ def url(provider):
 # file: a notebook's nbval cells share one kernel and run in order, and a test file's module-scoped fixtures
 # (the crash and operator campaigns, JupyterLab) are set up once. The files in SPREAD are the exception: each of
 # their tests is a unit of its own (test_parameters: one slow, independent test per notebook, in a kernel of its
-# own; test_notebooks: a few slow tests, each with kernels of its own).
+# own; test_notebooks: a few slow tests, each with kernels of its own; test_checks: every check on its reference and
+# on each written-out mistake, a few seconds each, a hundred of them).
 # The heaviest units go first, so that the workers end together instead of one waiting on a long test taken
 # last: HEAVIEST lists them, most first, by what each took in a CI run (`PYTEST_ADDOPTS=--durations=60 make
 # test`, docs/benchmarks.md); the rest keep their order. Only the order in which the workers take the tests
 # changes: `make check`, and `make test TEST_JOBS=0`, run them in file order.
-SPREAD = ("tests/test_parameters.py", "tests/test_notebooks.py")
+SPREAD = ("tests/test_parameters.py", "tests/test_notebooks.py", "tests/test_checks.py")
 HEAVIEST = (
     "tests/test_operator.py",
     "tests/test_browser.py",
