@@ -106,3 +106,18 @@ def test_a_resumable_run_handed_back_goes_on_the_same_way(built, url, label, lim
     mine = asyncio.run(built["agent"](url, mine, tools(), **limits))
     state = asyncio.run(run(state, tools(), Options(base_url=url, **limits)))
     same(mine, state)
+
+
+def test_a_tool_that_raises_fails_the_run_as_the_librarys_fatal_policy_does_less_the_slot_it_writes(built, url):
+    """The notebook's loop has no tool-error policy (notebook 05): its last ``except`` ends the run ``failed`` as the
+    tool raises, before the call has a result or counts as run. The library under ``tool_errors="fatal"`` ends it
+    the same way after writing the error into the call's slot and counting the run (04's check expects this)."""
+    mine = asyncio.run(built["agent"](url, built["Run"]("recover"), tools()))
+    state = asyncio.run(run(new_run(SYSTEM_PROMPT, TASK, "recover"), tools(),
+                            Options(base_url=url, tool_errors="fatal")))
+    assert (mine.status, mine.resumable, mine.interruption) == (state.status, state.resumable, None) == \
+        ("failed", False, None)
+    assert mine.messages == state.messages[:-1] and state.messages[-1]["role"] == "tool"
+    assert (mine.turns, mine.tool_runs, mine.cost_usd) == (state.turns, state.tool_runs - 1, state.own_cost_usd) \
+        == (1, 0, 0.000756)
+    assert "timeout.log" in mine.error and "timeout.log" in state.error

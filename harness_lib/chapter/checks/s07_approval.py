@@ -1,0 +1,220 @@
+"""The check of notebook 07's pieces: the run as a dict that keeps a person's decisions (``new_state``), the verdicts
+(``approve``, ``reject``) and the gate in ``agent_loop(url, state, tools, max_turns)``.
+
+The cases: ``destructive`` stopped at its delete, then each verdict (approve; reject with a reason, without one,
+silently), twice across a restart (the stopped run saved and loaded as JSON before the verdict, and again before it
+is handed back); ``delete_twice`` with both orders of approve and reject, approved twice, rejected in words then
+silently; a new run after those, which must ask again (an approval belongs to its run); a cap that ends the run
+before its gate (a cap of 0: the library refuses it, the loop stops before the first turn, and that is expected of
+yours); and every other script the loop can run, which must pass the gate untouched. Expected is
+``harness_lib.run`` with the same cap, each stop decided by ``harness_lib.state.approve`` / ``reject`` with the same
+verdict (the library's run restarted the same way, through ``RunState.to_dict`` and ``from_dict``): the notebook's
+loop keeps the library's order and words, so the two agree on every stop, the transcript included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ..checking import (
+    COST,
+    DELETED,
+    IN,
+    OUT,
+    QUICK_SCAN,
+    STATUS,
+    TOOL_RUNS,
+    TRANSCRIPT,
+    TURNS,
+    Case,
+    Check,
+    Field,
+    Hint,
+    Shape,
+    returned,
+    start,
+    workspace,
+)
+
+REASON = "I only asked which file mentions a timeout; do not delete anything."
+APPROVE, REJECT, NO_REASON, SILENT = "approve", "reject", "reject without a reason", "reject silently"
+
+
+def _case(name: str, point: str, script: str, *verdicts: str, cap: int = 20, restart: bool = False) -> Case:
+    """``verdicts``: one for each stop, in order; ``restart``: the run saved and loaded as JSON around each."""
+    return Case(name, point, {"script": script, "verdicts": verdicts, "cap": cap, "restart": restart})
+
+
+CASES = (  # the gate, then each verdict, then restarts and sequences, then the scripts it must leave alone
+    _case("destructive, stopped", "a call to a tool that `needs_approval` stops the run: returned `interrupted`, "
+          "the call described in `{'type': 'approval', 'callId', 'toolName', 'args'}`, nothing deleted",
+          "destructive"),
+    _case("destructive, approved", "an approved call is an owed call now allowed to run: the file is deleted",
+          "destructive", APPROVE),
+    _case("destructive, rejected with a reason", "a rejection fills the call's slot in words, with the reason: the "
+          "model tells the user nothing was deleted", "destructive", REJECT),
+    _case("destructive, rejected without a reason", "a rejection without a reason still says so in words: `The user "
+          "declined this call.`", "destructive", NO_REASON),
+    _case("destructive, rejected silently", "a silent rejection leaves the slot empty, and the model reports a "
+          "deletion that never happened: the chapter's lie, reproduced", "destructive", SILENT),
+    _case("destructive, approved across a restart", "the run waiting for its verdict is plain data: saved and loaded "
+          "as JSON, approved, saved and loaded again, it goes on as if never stopped", "destructive", APPROVE,
+          restart=True),
+    _case("destructive, rejected across a restart", "a rejection kept in the run survives a restart too",
+          "destructive", REJECT, restart=True),
+    _case("delete_twice, rejected then approved", "each call is decided on its own: the first refused in words, the "
+          "second, asked next, approved", "delete_twice", REJECT, APPROVE),
+    _case("delete_twice, approved then rejected", "an approval lets that one call run: the next call stops the run "
+          "again, and its rejection is written into its own slot", "delete_twice", APPROVE, REJECT),
+    _case("delete_twice, approved twice", "two approved deletes both run; the second finds the file gone and says so",
+          "delete_twice", APPROVE, APPROVE),
+    _case("delete_twice, rejected, then silently", "each rejection writes its own slot: words, then nothing",
+          "delete_twice", REJECT, SILENT),
+    _case("destructive, a new run", "approvals belong to the run that asked: a new run stops at its delete again",
+          "destructive"),
+    _case("destructive, cap 2", "the cap is checked before what is owed, so before the gate: the run stops "
+          "`max_turns_exceeded`, its delete still owed", "destructive", cap=2),
+    _case("destructive, cap 1", "a cap before the delete is asked for: the gate is never reached", "destructive",
+          cap=1),
+    _case("destructive, cap 0", "a run capped at 0 stops before its first turn: a new run, as `new_state` makes it, "
+          "returned with nothing paid", "destructive", cap=0),
+    _case("plan", "a run whose tools need no approval passes the gate untouched", "plan"),
+    _case("runaway, cap 8", "a run whose tools need no approval passes the gate untouched", "runaway", cap=8),
+    _case("recover", "a failing read passes the gate untouched, its error in its slot", "recover"),
+    _case("direct", "a run whose tools need no approval passes the gate untouched", "direct"),
+    _case("repeat", "a run whose tools need no approval passes the gate untouched", "repeat"),
+    _case("forbidden, cap 4", "a read that can never succeed passes the gate untouched", "forbidden", cap=4),
+    _case("slow", "a slow read passes the gate untouched", "slow"),
+    _case("answer", "a run that asks for no tool completes", "answer"),
+)
+
+
+def _waiting(state) -> str | None:
+    """The id of the call a run waits to have decided, if that is why it stopped."""
+    why = state.get("interruption") if isinstance(state, dict) else state.interruption
+    return why.get("callId") if isinstance(why, dict) and why.get("type") == "approval" else None
+
+
+def _decide(approve, reject, state, call_id: str, verdict: str) -> None:
+    if verdict == APPROVE:
+        approve(state, call_id)
+    elif verdict == REJECT:
+        reject(state, call_id, reason=REASON)
+    else:
+        reject(state, call_id, **({"silent": True} if verdict == SILENT else {}))
+
+
+def _restarted(state: dict) -> dict:
+    """The reader's run, saved as JSON and loaded back, as another process would find it."""
+    try:
+        return json.loads(json.dumps(state))
+    except (TypeError, ValueError) as error:
+        raise Shape(f"your stopped run could not be saved as JSON ({type(error).__name__}: {error})") from None
+
+
+KEYS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "messages")
+
+
+async def yours(pieces: dict, case: Case, url: str) -> dict:
+    from ...workspace import TASK
+
+    a, ws = case.args, workspace()
+    tools, asked, verdicts = ws.tools(**QUICK_SCAN), [], list(a["verdicts"])
+    state = pieces["new_state"](a["script"], TASK)
+    while True:
+        state = await pieces["agent_loop"](url, state, tools, a["cap"])
+        got = returned(state, KEYS, "agent_loop")
+        if not (call_id := _waiting(state)) or not verdicts:
+            break
+        asked.append(call_id)
+        state = _restarted(state) if a["restart"] else state
+        _decide(pieces["approve"], pieces["reject"], state, call_id, verdicts.pop(0))
+        state = _restarted(state) if a["restart"] else state
+    return {**got, "asked": asked + ([_waiting(state)] if _waiting(state) else []), "deleted": list(ws.deleted)}
+
+
+async def expected(case: Case, url: str) -> dict:
+    from ...loop import Options, run
+    from ...state import RunState, approve, new_run, reject
+    from ...workspace import SYSTEM_PROMPT, TASK
+
+    a, ws = case.args, workspace()
+    if a["cap"] == 0:  # the library refuses it; the loop's check stops before the first turn
+        return {"status": "max_turns_exceeded", "interruption": {"type": "max_turns"}, "turns": 0, "tool_runs": 0,
+                "in": 0, "out": 0, "cost_usd": 0.0, "answer": "", "messages": start(), "asked": [], "deleted": []}
+    tools, asked, verdicts = ws.tools(**QUICK_SCAN), [], list(a["verdicts"])
+    options = Options(base_url=url, max_turns=a["cap"])
+    state = await run(new_run(SYSTEM_PROMPT, TASK, a["script"]), tools, options)
+    while (call_id := _waiting(state)) and verdicts:
+        asked.append(call_id)
+        state = RunState.from_dict(json.loads(json.dumps(state.to_dict()))) if a["restart"] else state
+        _decide(approve, reject, state, call_id, verdicts.pop(0))
+        state = await run(state, tools, options)
+    if asyncio.current_task().cancelling():  # Stop pressed while the library ran (it returns, interrupted): no answer
+        raise asyncio.CancelledError("user pressed Stop")
+    return {"status": state.status, "interruption": state.interruption, "turns": state.turns,
+            "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
+            "cost_usd": state.own_cost_usd, "answer": state.output or "", "messages": state.messages,
+            "asked": asked + ([_waiting(state)] if _waiting(state) else []), "deleted": list(ws.deleted)}
+
+
+def _slots(messages, ids) -> list:
+    """What the transcript says for each of ``ids`` (None: no slot)."""
+    found = {m.get("tool_call_id"): m.get("content") for m in messages if isinstance(m, dict) and m.get("role") ==
+             "tool"} if isinstance(messages, list) else {}
+    return [found.get(i) for i in ids]
+
+
+def _rejected(c: Case) -> bool:
+    return any(v != APPROVE for v in c.args["verdicts"])
+
+
+def _slot_differs(c: Case, e: dict, y: dict) -> bool:
+    return _rejected(c) and _slots(y["messages"], e["asked"]) != _slots(e["messages"], e["asked"])
+
+
+ASKED = Field("asked", show=lambda a: "stopped for " + ", ".join(a) if a else "never stopped", label="stops for "
+              "approval", describe=lambda e, y: f"the run stopped for approval at {', '.join(e) or 'no call'}, "
+              f"yours at {', '.join(map(str, y)) or 'no call'}")
+INTERRUPTION = Field("interruption", show=lambda i: i["type"] if isinstance(i, dict) and "type" in i else
+                     "no interruption" if i is None else repr(i)[:30])
+ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."))
+
+HINTS = (
+    Hint("a run waiting for a verdict may outlive its process, so it is plain data: keep `approved` a list (a set is "
+         "not JSON) and every decision inside the state", lambda c, e, y: "as JSON" in (y.get("raised") or "")),
+    Hint("a rejected call must not run: the gate looks at `state['rejected']` first and answers the call with the "
+         "rejection's words instead", lambda c, e, y: _rejected(c) and len(y["deleted"]) > len(e["deleted"])
+         and y["asked"][:1] == e["asked"][:1]),
+    Hint("your loop ran `delete_file` though nobody had approved it in this run: a call to a tool that "
+         "`needs_approval` whose id is not in this run's `approved` returns the run `interrupted`, before the tool "
+         "runs (an approval kept anywhere but the run's own state leaks into other runs, and a restart loses it)",
+         lambda c, e, y: len(y["deleted"]) > len(e["deleted"])),
+    Hint("only a tool marked `needs_approval` stops the run: the gate reads the tool's flag, not its name or the "
+         "run's", lambda c, e, y: set(y["asked"]) - set(e["asked"])),
+    Hint("a rejected call stopped the run again: the gate checks the run's `rejected` before asking for approval, "
+         "and a call a person refused gets its slot filled, not another stop",
+         lambda c, e, y: _rejected(c) and len(y["asked"]) > len(e["asked"])),
+    Hint("an approved call must run when the run is handed back: `approve` writes its id into the run's own "
+         "`approved`, where the gate reads it, and where it outlives a restart",
+         lambda c, e, y: len(y["asked"]) > len(e["asked"])),
+    Hint("a rejection writes the decision into the call's slot in words: `The user declined this call: <reason>`, "
+         "or `The user declined this call.` without one, nothing only when silent; the model knows of your verdict "
+         "only what that slot says", _slot_differs),
+    Hint("a rejected call did not run: it is answered, not counted as a tool run",
+         lambda c, e, y: _rejected(c) and y["tool_runs"] > e["tool_runs"]),
+    Hint("the interruption carries what a person needs to decide: `{'type': 'approval', 'callId': ..., 'toolName': "
+         "..., 'args': ...}`, the arguments parsed from the call's JSON",
+         lambda c, e, y: y["status"] == e["status"] and y["interruption"] != e["interruption"]),
+)
+
+FIELDS = (STATUS, ASKED, INTERRUPTION, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DELETED, TRANSCRIPT)
+CHECK = Check("07-approval", ("agent_loop", "new_state", "approve", "reject"), CASES, FIELDS, yours, expected, HINTS)
+
+
+async def check(agent_loop, new_state, approve, reject, url: str | None = None):
+    """Run your ``agent_loop`` (with your ``new_state``, ``approve`` and ``reject``) on every case of section 7
+    beside ``harness_lib``: every stop, every verdict, across a restart. A table, ``N of M cases pass``, and for
+    the first case that fails, what differs and what to change."""
+    return await CHECK.run(url, agent_loop=agent_loop, new_state=new_state, approve=approve, reject=reject)

@@ -1,0 +1,304 @@
+"""The check of notebook 08's pieces: the run as a dict (``new_state``), ``save``, ``load``, ``pending`` and
+``agent_loop(url, state, tools, folder, max_turns)``, a function over a saved run: what is owed first, the model only
+when nothing is, every step on disk.
+
+Each case runs a script whole, or kills it once at one moment and resumes it from disk: waiting for the n-th turn
+(the provider never answers; everything before is saved), as a tool starts (the turn that asked for it paid and
+saved, its call owed), or after a tool ran and before its result was saved (the call still owed: a read runs again;
+``delete_file`` runs again and, keyed by its idempotency key, deletes nothing twice). The half that dies leaves on
+disk only what it saved; the resume is ``load``, then ``agent_loop`` again, with the same tools and workspace.
+Compared: the run on disk at the crash (turns, transcript, owed calls, still ``running``), then the finished run
+(status, turns, tool runs, tokens, dollars, answer, transcript, files deleted), the turns the provider answered
+across both halves (paid: never twice) and every tool execution across both halves (the chapter's "tool runs across
+BOTH processes"), and that what the loop returns is what is on disk.
+
+Expected is ``harness_lib.run`` killed at the same moment (its client or the tool raises ``CancelledError``, which it
+saves as ``interrupted``: on disk, a killed process leaves ``running``), its state through JSON and resumed. The
+notebook's loop has no approval gate: ``delete_file`` runs without one on both sides (the library's tool told it
+needs none), so the scripts that delete are cases too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import tempfile
+import threading
+
+from ..checking import (
+    COST,
+    DELETED,
+    IN,
+    OUT,
+    QUICK_SCAN,
+    STATUS,
+    TOOL_RUNS,
+    TRANSCRIPT,
+    TURNS,
+    Case,
+    Check,
+    Field,
+    Hint,
+    close,
+    dollars,
+    plural,
+    returned,
+    workspace,
+)
+
+MODEL, STARTS, RAN = "waiting for turn", "as tool run starts", "after tool run, before its save"
+
+
+def _case(script: str, point: str, kill: str | None = None, n: int = 0, cap: int = 20, name: str = "") -> Case:
+    """``kill``: where the first half dies, at the ``n``-th model call or tool run (None: it runs whole)."""
+    what = {None: "whole", MODEL: f"killed waiting for turn {n}", STARTS: f"killed as tool run {n} starts",
+            RAN: f"killed after tool run {n}, before its save"}[kill]
+    return Case(name or f"{script}{f', cap {cap}' if cap != 20 else ''}, {what}", point,
+                {"script": script, "kill": kill, "n": n, "cap": cap})
+
+
+CASES = (  # the crashes that tell the mistakes apart first; then every script, whole
+    _case("plan", "a run that ends is on disk as it ended: what the loop returns is what `load` gives back"),
+    _case("plan", "the chapter's moment: two results on disk, the process dies waiting for turn 3; resumed, it pays "
+          "for turn 3 once and runs nothing again", MODEL, 3),
+    _case("plan", "a crash after the paid turn: turn 2 is on disk with its call owed, so the resume runs `read_file` "
+          "first and pays for nothing twice", STARTS, 2),
+    _case("plan", "a crash after the tool ran and before its result was saved: the call is still owed, and the read "
+          "runs again (harmless for a read)", RAN, 2),
+    _case("destructive", "a finished write is on disk: the resume runs what is owed, and the delete is not", MODEL, 3),
+    _case("destructive", "a crash after the delete ran, before its save: the call is owed and runs again, its "
+          "idempotency key answering from the tool's journal, nothing deleted twice", RAN, 2),
+    _case("destructive", "a crash as the delete starts: the paid turn is on disk, the delete owed and run once",
+          STARTS, 2),
+    _case("plan", "a crash before the first answer: the new run is on disk, and the resume starts it", MODEL, 1),
+    _case("plan", "a crash waiting for turn 2: one result on disk", MODEL, 2),
+    _case("plan", "a crash as the first tool starts: turn 1 on disk, its call owed", STARTS, 1),
+    _case("plan", "a crash after the first tool ran: its call still owed", RAN, 1),
+    _case("runaway", "a resumed run keeps its cap: four turns in all, the last call owed", MODEL, 3, cap=4),
+    _case("runaway", "the cap counts the turns of both halves", STARTS, 3, cap=4),
+    _case("recover", "failed reads are results like any other: on disk, never run again", MODEL, 3),
+    _case("slow", "the scan killed as it starts is owed, and runs when the run resumes", STARTS, 1),
+    _case("delete_twice", "the second delete fails, on disk as an error, never run again", MODEL, 3),
+    _case("answer", "a crash waiting for the only turn: the resume pays for it once", MODEL, 1),
+    _case("runaway", "a run that reaches its cap is saved as it stopped", cap=4),
+    _case("recover", "a run whole: every result saved as it comes"),
+    _case("direct", "a run whole: every result saved as it comes"),
+    _case("repeat", "a run whole: every result saved as it comes"),
+    _case("slow", "a run whole: every result saved as it comes"),
+    _case("answer", "a run whole: every result saved as it comes"),
+)
+
+
+class Killed(BaseException):
+    """The reader's process dying: raised from a tool, caught by no ``except Exception``."""
+
+
+def _watched(tools, ran: list, kill: str | None, n: int, dies):
+    """The tools, each execution written into ``ran`` (``read_file:errors.log``), the ``n``-th run dying as it starts
+    or after it ran, by ``dies()``; no tool needs approval (the notebook's loop has no gate)."""
+    count = [0]
+
+    def watch(tool):
+        async def run_it(args, ctx):
+            count[0] += 1
+            if (kill, n) == (STARTS, count[0]):
+                raise dies()
+            ran.append(tool.name + (f":{args['path']}" if "path" in args else ""))
+            result = await tool.run(args, ctx)
+            if (kill, n) == (RAN, count[0]):
+                raise dies()
+            return result
+        return dataclasses.replace(tool, run=run_it, needs_approval=False)
+    return [watch(t) for t in tools]
+
+
+def _dropping_provider():
+    from ...scripted import ScriptedProvider
+
+    class Dropping(ScriptedProvider):
+        """The scripted provider, dropping the connection of the ``n``-th request from ``arm(n)`` on (the process
+        dies waiting for that turn: never answered, never paid); ``requests`` counts those it answered."""
+
+        def __init__(self):
+            super().__init__()
+            self.seen, self.drop, self.dropped = 0, 0, False
+            self._server.next_fault = self._fault   # the server's own fault queue, read per request
+
+        def _fault(self):
+            self.seen += 1
+            self.dropped = self.dropped or self.seen == self.drop
+            return "drop" if self.seen == self.drop else None
+
+        def arm(self, n: int) -> int:
+            self.seen, self.drop, self.dropped = 0, n, False
+            return self.requests
+
+    return Dropping().start()
+
+
+_dropping = None
+_lock = threading.Lock()
+
+
+def dropping():
+    """The check's own provider, started once for the process's lifetime like ``ScriptedProvider.shared()``."""
+    global _dropping
+    with _lock:
+        if _dropping is None:
+            _dropping = _dropping_provider()
+        return _dropping
+
+
+KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "messages")
+
+
+def _disk(turns, cost, messages, owes) -> dict:
+    return {"turns": turns, "cost_usd": cost, "messages": messages, "owes": [c.get("id") for c in owes]}
+
+
+async def yours(pieces: dict, case: Case, url: str) -> dict:
+    import httpx
+
+    from ...workspace import TASK
+
+    a, ws, ran, provider = case.args, workspace(), [], dropping()
+    tools = _watched(ws.tools(**QUICK_SCAN), ran, a["kill"], a["n"], Killed)
+    answered = provider.arm(a["n"] if a["kill"] == MODEL else 0)
+    with tempfile.TemporaryDirectory(prefix="check-08-") as folder:
+        loop, disk = pieces["agent_loop"], None
+        try:
+            state = await loop(provider.base_url, pieces["new_state"]("r", a["script"], TASK), tools, folder,
+                               max_turns=a["cap"])
+        except (Killed, httpx.TransportError) as death:
+            if isinstance(death, httpx.TransportError) and not provider.dropped:
+                raise
+            state = pieces["load"](folder, "r")
+            disk = json.loads(json.dumps({**_disk(state["turns"], state.get("cost_usd"), state["messages"],
+                                                  pieces["pending"](state)), "status": state["status"]}))
+            state = await loop(provider.base_url, state, tools, folder, max_turns=a["cap"])
+        got = returned(state, KEYS, "agent_loop")
+        saved = pieces["load"](folder, "r") == json.loads(json.dumps(state))
+    return {**got, "disk": disk, "paid": provider.requests - answered, "ran": ran, "saved": saved,
+            "deleted": list(ws.deleted)}
+
+
+class _Killing:
+    """The library's client, dying (``CancelledError``) at its ``n``-th call, before sending it; counts the answered."""
+
+    def __init__(self, url: str, n: int):
+        self.url, self.n, self.calls, self.answered = url, n, 0, 0
+
+    async def complete(self, model, messages, tools=None, **extra):
+        import httpx
+
+        from ..common import tls
+
+        self.calls += 1
+        if self.calls == self.n:
+            raise asyncio.CancelledError("killed waiting for the model")
+        async with httpx.AsyncClient(timeout=60, verify=tls()) as http:
+            response = await http.post(f"{self.url}/chat/completions",
+                                       json={"model": model, "messages": messages, "tools": tools})
+        self.answered += 1
+        return response.json()
+
+
+async def expected(case: Case, url: str) -> dict:
+    from ...loop import Options, run
+    from ...state import RunState, new_run, pending
+    from ...workspace import SYSTEM_PROMPT, TASK
+
+    a, ws, ran = case.args, workspace(), []
+    tools = _watched(ws.tools(**QUICK_SCAN), ran, a["kill"], a["n"], lambda: asyncio.CancelledError("killed"))
+    client = _Killing(url, a["n"] if a["kill"] == MODEL else 0)
+    options = Options(client=client, max_turns=a["cap"])
+    state = await asyncio.create_task(run(new_run(SYSTEM_PROMPT, TASK, a["script"], run_id="r"), tools, options))
+    disk = None
+    if a["kill"] and state.status == "interrupted":   # what a killed process leaves: the last save, still running
+        disk = {**_disk(state.turns, state.own_cost_usd, state.messages, pending(state)), "status": "running"}
+        state = RunState.from_dict(json.loads(json.dumps(state.to_dict())))
+        state = await asyncio.create_task(run(state, tools, options))
+    if asyncio.current_task().cancelling():  # Stop pressed while the library ran: no answer to keep
+        raise asyncio.CancelledError("user pressed Stop")
+    return {"status": state.status, "turns": state.turns, "tool_runs": state.tool_runs, "in": state.prompt_tokens,
+            "out": state.completion_tokens, "cost_usd": state.own_cost_usd, "answer": state.output or "",
+            "messages": state.messages, "disk": disk, "paid": client.answered, "ran": ran, "saved": True,
+            "deleted": list(ws.deleted)}
+
+
+def _show_disk(d) -> str:
+    if d is None:
+        return "never killed"
+    if not isinstance(d, dict):
+        return repr(d)[:40]
+    owes = ", ".join(map(str, d.get("owes") or [])) or "nothing"
+    return f"on disk: {plural(d.get('turns', 0), 'turn')}, {dollars(d.get('cost_usd'))}, " \
+           f"{len(d.get('messages') or [])} messages, owes {owes}"
+
+
+def _disk_difference(e, y) -> str:
+    if e is None or y is None:
+        return f"the run was {'not ' if y is None else ''}killed: expected {_show_disk(e)}, yours {_show_disk(y)}"
+    what = [k for k in ("turns", "cost_usd", "owes", "status", "messages") if not _same(e, y, k)]
+    return f"at the crash, {_show_disk(e)} ({e.get('status')}); yours {_show_disk(y)} ({y.get('status')}), " \
+           f"differing in {', '.join(what)}"
+
+
+def _same(e: dict, y: dict, key: str) -> bool:
+    return close(e.get(key), y.get(key)) if key == "cost_usd" else e.get(key) == y.get(key)
+
+
+def _same_disk(e, y) -> bool:
+    if not isinstance(e, dict) or not isinstance(y, dict):
+        return e == y
+    return set(e) == set(y) and all(_same(e, y, k) for k in e)
+
+
+def _disk_differs(e, y, key: str) -> bool:
+    return e["disk"] is not None and y["disk"] is not None and not _same(e["disk"], y["disk"], key)
+
+
+DISK = Field("disk", show=_show_disk, same=_same_disk, describe=_disk_difference)
+PAID = Field("paid", show=lambda n: f"paid {plural(n, 'turn')}" if isinstance(n, int) else repr(n),
+             label="turns the provider answered, both halves")
+RAN_ = Field("ran", show=lambda r: "ran " + ", ".join(r) if r else "ran nothing", label="tool runs, both halves")
+SAVED = Field("saved", show=lambda s: "returned = on disk" if s else "returned ≠ on disk",
+              describe=lambda e, y: "what your loop returned is not what `load` gives back from its folder")
+ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."))
+
+HINTS = (
+    Hint("your loop went round without end: `pending` leaves out the calls that already have a result (a tool "
+         "message with their `tool_call_id`), or the same calls run for ever", lambda c, e, y: y.get("hung")),
+    Hint("nothing was on disk when the run died before its first turn: save the run before anything is paid for",
+         lambda c, e, y: "FileNotFoundError" in (y.get("raised") or "")),
+    Hint("the run on disk at the crash is not the run that died: `save` the run before the first turn, after each "
+         "paid turn before its calls run, and after each result, so that a crash anywhere loses nothing paid",
+         lambda c, e, y: any(_disk_differs(e, y, k) for k in ("turns", "cost_usd", "messages"))),
+    Hint("`pending` names the calls of the last assistant message whose ids have no result (`tool_call_id`) in the "
+         "transcript yet", lambda c, e, y: _disk_differs(e, y, "owes")),
+    Hint("your resume ran a tool whose result was already on disk: a finished call, a write above all, is never run "
+         "again; only what `pending` names runs", lambda c, e, y: len(y["ran"]) > len(e["ran"])),
+    Hint("the resume paid for a turn the run already had: each pass runs what the transcript owes first and asks the "
+         "model only when nothing is owed, so a run loaded after a crash never pays for the same turn twice",
+         lambda c, e, y: isinstance(y["paid"], int) and y["paid"] > e["paid"]),
+    Hint("a call the run owed was never run: each pass first runs what `pending` names, saving each result, and asks "
+         "the model only when nothing is owed (a resume that asks first pays for a turn while the one it has is still "
+         "unanswered)", lambda c, e, y: len(y["ran"]) < len(e["ran"])),
+    Hint("what your loop returns is not what is on disk: save the run once more when it ends, so that a process "
+         "restarted later finds it finished", lambda c, e, y: not y["saved"]),
+    Hint("a run loaded from disk goes on from wherever it stands: a last message without calls means it answered "
+         "(before a crash, perhaps), and the cap counts the turns of both halves",
+         lambda c, e, y: y["status"] != e["status"]),
+)
+
+FIELDS = (STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DISK, PAID, RAN_, SAVED, DELETED, TRANSCRIPT)
+CHECK = Check("08-resume", ("agent_loop", "new_state", "save", "load", "pending"), CASES, FIELDS, yours, expected,
+              HINTS)
+
+
+async def check(agent_loop, new_state, save, load, pending, url: str | None = None):
+    """Run your ``agent_loop`` (with your ``new_state``, ``save``, ``load`` and ``pending``) on every case of
+    section 8 beside ``harness_lib``: whole, and killed at each kind of moment and resumed from disk. A table,
+    ``N of M cases pass``, and for the first case that fails, what differs and what to change."""
+    return await CHECK.run(url, agent_loop=agent_loop, new_state=new_state, save=save, load=load, pending=pending)
