@@ -255,3 +255,36 @@ def test_in_a_kernel_a_stub_says_one_line_and_stop_ends_a_check_leaving_nothing_
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_stop_pressed_while_the_library_runs_keeps_no_answer_for_the_case():
+    """The library's run catches the cancellation and returns, interrupted: that is no answer to keep for the case."""
+    import os
+    import signal
+
+    from harness_lib.chapter.stop_button import Stopped
+
+    pressed = []
+
+    async def expected(case, url):
+        if not pressed:   # the first time: Stop lands while the library's side runs
+            pressed.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(0.05)   # the handler cancels the check's task meanwhile: the run says "interrupted"
+            return {"status": "interrupted"}
+        return {"status": "completed"}
+
+    async def yours(pieces, case, url):
+        return {"status": "completed"}
+
+    check = checking.Check("test-stop", ("piece",), (checking.Case("one", "the point"),), (checking.STATUS,),
+                           yours, expected)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(Stopped):
+            asyncio.run(check.run("http://unused", piece=lambda: None))
+        assert ("test-stop", "one") not in checking._LIBRARY
+        assert asyncio.run(check.run("http://unused", piece=lambda: None)).ok
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        checking._LIBRARY.pop(("test-stop", "one"), None)

@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 
 import pandas as pd
 
+from .stop_button import check as stop_pressed
 from .stop_button import whole
 
 DEADLINE_S = 2.0   # a case's own time: the scripted provider answers in milliseconds, a case takes a few dozen
@@ -388,7 +389,9 @@ async def _library(check: Check, case: Case, url: str) -> dict:
     transcript, so it does not change between checks (nor with the provider's address)."""
     key = (check.section, case.name)
     if key not in _LIBRARY:
-        _LIBRARY[key] = await check.expected(case, url)
+        answer = await check.expected(case, url)
+        stop_pressed()   # the library ends a run Stop cancelled as interrupted: never the case's answer to keep
+        _LIBRARY[key] = answer
     return _LIBRARY[key]
 
 
