@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -141,6 +142,7 @@ async def _in_thread(factory: Callable[[], Awaitable[dict]], deadline: float) ->
     async def case():
         inside["loop"], inside["task"] = asyncio.get_running_loop(), asyncio.current_task()
         inside["loop"].set_exception_handler(_quiet_about_interruptions)
+        _ENDING.set(inside.setdefault("ending", threading.Event()))
         return await factory()
 
     def work():
@@ -183,6 +185,7 @@ async def _end(thread: threading.Thread, inside: dict) -> bool:
         except (RuntimeError, AttributeError):  # its loop has closed, or never started: nothing to wake
             pass
 
+    inside.setdefault("ending", threading.Event()).set()
     if task is not None:
         wake(lambda: task.cancel("the check's deadline"))
     started = time.monotonic()
@@ -195,6 +198,14 @@ async def _end(thread: threading.Thread, inside: dict) -> bool:
 
 
 CPYTHON = sys.implementation.name == "cpython"
+_ENDING: ContextVar[threading.Event | None] = ContextVar("checking_case_ending", default=None)
+
+
+def ending() -> bool:
+    """Inside a case: whether the check itself is ending it (its deadline, or Stop), so that a cancellation is not
+    the piece's doing. (Python 3.10 has no ``Task.cancelling``.)"""
+    event = _ENDING.get()
+    return event is not None and event.is_set()
 
 
 def _quiet_about_interruptions(loop, context) -> None:

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from . import figures, params
-from .checking import _in_thread, _one_line, _reader_frames
+from .checking import _in_thread, _one_line, _reader_frames, ending
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
 from .stop_button import whole
@@ -285,21 +285,21 @@ async def cancel(kit, url) -> dict:
     plain, _ = await _fresh(kit, url, "slow", "slow", max_turns=20,
                             trace=lambda run_id, type, **fields: events.append({"type": type, **fields}))
     record_trace(kit, "slow: its trace", events)
-    task = asyncio.current_task()
-    pressed = []
+    pressed: list = []
 
     def stop_at_the_first_tick(label):   # Stop pressed at an event of the run, never at a time of the clock
         if not pressed:
             pressed.append(label)
-            task.cancel("user pressed Stop")
+            run.cancel("user pressed Stop")
 
+    run = asyncio.ensure_future(_fresh(kit, url, "slow", "slow, Stop at the first tick", max_turns=20,
+                                       on_progress=stop_at_the_first_tick))
     try:
-        stopped, _ = await _fresh(kit, url, "slow", "slow, Stop at the first tick", max_turns=20,
-                                  on_progress=stop_at_the_first_tick)
-    except asyncio.CancelledError:   # the harness let the cancel through: it never ended the run itself
-        stopped = {"status": "(the cancel went through the harness)", "interruption": None}
-    while task.cancelling():   # the cancel, heard or not, is this experiment's own: not the caller's
-        task.uncancel()
+        stopped, _ = await run
+    except asyncio.CancelledError:
+        if ending():   # the check's own deadline, or the cell's Stop
+            raise
+        stopped = {"status": "(the cancel went through the harness)", "interruption": None}   # never ended the run
     return {"cancel.full_status": plain["status"], "cancel.stop_status": stopped["status"],
             "cancel.reason": (stopped["interruption"] or {}).get("reason")}
 

@@ -34,6 +34,7 @@ from ..checking import (
     Field,
     Hint,
     Shape,
+    ending,
     start,
     workspace,
 )
@@ -129,7 +130,7 @@ async def _yours_once(pieces: dict, where: str, run, tools, limits: dict, hook):
     try:
         got = await task
     except asyncio.CancelledError:
-        if asyncio.current_task().cancelling():   # the check's own deadline, or Stop: not the piece's doing
+        if ending():   # the check's own deadline, or Stop: not the piece's doing
             raise
         raise Shape("Stop left `agent` as an exception, CancelledError, not as the run it returns") from None
     if not isinstance(got, pieces["Run"]):
@@ -184,8 +185,6 @@ async def expected(case: Case, url: str) -> dict:
         if more["approve"]:
             approve(state, _waiting(state))
         state = await asyncio.create_task(run(state, tools, Options(base_url=url, **more["limits"])))
-    if asyncio.current_task().cancelling():  # Stop pressed while the library ran: no answer to keep
-        raise asyncio.CancelledError(STOP)
     got = _fields(state, ws.deleted, state.resumable)
     if a["fatal"]:  # the library writes the failed call's slot and counts its run; the loop fails as the tool raises
         got.update(tool_runs=state.tool_runs - 1, messages=state.messages[:-1])
