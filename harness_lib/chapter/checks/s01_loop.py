@@ -4,18 +4,15 @@ nothing), returning the answer and its tally (``turns``, ``tool_runs``, ``in``, 
 
 The cases: every script the loop finishes without a cap, error handling or approval (``answer``, ``plan``, the
 chapter's run, ``direct``, ``repeat``, ``slow``), ``plan`` handed a transcript already under way (the model reads
-its turn off the transcript, so the loop continues it), and two scripts of the check's own, served by a provider of
-its own shaped like the scripted one: ``two_at_once`` asks for two reads in one reply and answers with what it was
-told, ``narrates`` says something beside each call (a reply with content is not yet an answer). Expected is
+its turn off the transcript, so the loop continues it), and two scripts of the check's own (served by ``served``):
+``two_at_once`` asks for two reads in one reply and answers with what it was told, ``narrates`` says something
+beside each call (a reply with content is not yet an answer). Expected is
 ``harness_lib.run`` on the same transcript and scripts, whose loop does the same three steps. Compared: the answer,
 turns, tool runs, tokens, each request's prompt tokens, the transcript.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 from ..checking import (
@@ -35,9 +32,10 @@ from ..checking import (
     start,
     workspace,
 )
+from . import served
 
 
-# -- the check's own scripts, and a provider that serves them -------------------------------------------------
+# -- the check's own scripts --------------------------------------------------------------------------------------
 def two_at_once(t: int, tool_text: str) -> dict:
     """Lists, reads two files in one reply, then says which results it was told, in which order."""
     from ...scripted.scripts import asks, call, text
@@ -63,48 +61,7 @@ def narrates(t: int, _: str) -> dict:
     return text("errors.log mentions a timeout.")
 
 
-OWN = {"two_at_once": two_at_once, "narrates": narrates}
-
-
-class _Own(BaseHTTPRequestHandler):
-    """The scripted provider's reply to the check's own scripts: the same turn and tool text read off the
-    transcript, the same bill (``tokens.usage``)."""
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self):
-        from ...scripted.scripts import tool_text, turn_index
-        from ...tokens import usage
-
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        messages = body["messages"]
-        message = OWN[body["model"]](turn_index(messages), tool_text(messages))
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        data = json.dumps({"id": "own", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                           "usage": usage(messages, body.get("tools"), message)}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-_SERVED: list = []
-_LOCK = threading.Lock()
-
-
-def own_url() -> str:
-    """The address of the provider of the check's own scripts, started once per process (a daemon thread)."""
-    with _LOCK:
-        if not _SERVED:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _Own)
-            server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, name="check: own scripts", daemon=True).start()
-            _SERVED.append(f"http://127.0.0.1:{server.server_address[1]}/v1")
-        return _SERVED[0]
+served.OWN.update(two_at_once=two_at_once, narrates=narrates)
 
 
 # -- the cases ------------------------------------------------------------------------------------------------
@@ -140,7 +97,7 @@ async def _messages(case: Case) -> list[dict]:
 
 
 def _url(case: Case, url: str) -> str:
-    return own_url() if case.args["script"] in OWN else url
+    return served.url("01-loop", case.name) if case.args["script"] in served.OWN else url
 
 
 async def yours(pieces: dict, case: Case, url: str) -> dict:
