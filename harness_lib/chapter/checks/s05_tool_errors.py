@@ -103,7 +103,8 @@ async def _stopped(job, started: asyncio.Event) -> tuple[bool, object]:
     try:
         return False, await task
     except asyncio.CancelledError:
-        if asyncio.current_task().cancelling():   # the check's own deadline, not the case's Stop: it goes on
+        me = asyncio.current_task()
+        if getattr(me, "cancelling", lambda: 0)():   # the check's own deadline, not the case's Stop (3.11's)
             raise
         return True, None
 
@@ -172,7 +173,7 @@ def _slots_differ(e: dict, y: dict) -> bool:
 
 HINTS = (
     Hint("your loop did not end: the catch block decides what one failed call becomes, then the loop goes on (or, "
-         "under `fatal`, returns)", lambda c, e, y: y.get("hung")),
+         "under `fatal`, returns)", lambda c, e, y: y.get("hung") and not c.args["stop"]),
     Hint("a tool's failure escaped your loop: catch every `Exception` a tool raises (`except Exception as error:`), "
          "not one kind of it, and let the policy decide what it becomes",
          lambda c, e, y: y.get("raised") and "CancelledError" not in y["raised"]),
