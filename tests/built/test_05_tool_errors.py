@@ -63,3 +63,19 @@ def test_the_notebooks_loop_gives_the_chapters_figures(built, url):
     assert (stuck["turns"], stuck["tool_runs"], stuck["in"], f'{stuck["cost_usd"]:.6f}', stuck["status"]) == \
         (12, 11, 7079, "0.018622", "max_turns_exceeded")
     assert f'{stuck["cost_usd"] / runs["descriptive"]["cost_usd"]:.1f}' == "5.2"
+
+
+FATAL = '                    return {**run, "status": "failed", "error": f"{tool.name}: {error}"}\n'
+FILLED = ('                    messages.append({"role": "tool", "tool_call_id": call["id"], "name": tool.name,\n'
+          '                                     "content": f"Error: {error}"})\n' + FATAL)
+
+
+def test_its_check_takes_a_fatal_slot_left_empty_or_filled_as_the_library_fills_it():
+    from checked import report
+
+    assert report("05-tool-errors").ok
+    filled = report("05-tool-errors", namespace=load("05-tool-errors", edits=((FATAL, FILLED),)))
+    assert filled.ok, filled.lines()
+    other = report("05-tool-errors", namespace=load("05-tool-errors", edits=((FATAL, FILLED.replace(
+        'f"Error: {error}"', '"failed"')),)))
+    assert not other.ok and "may leave its slot empty, as the chapter's loop does, or fill it" in other.lines()[-1]
