@@ -32,6 +32,7 @@ from ..checking import (
     Check,
     Field,
     Hint,
+    ending,
     returned,
     start,
     workspace,
@@ -103,8 +104,7 @@ async def _stopped(job, started: asyncio.Event) -> tuple[bool, object]:
     try:
         return False, await task
     except asyncio.CancelledError:
-        me = asyncio.current_task()
-        if getattr(me, "cancelling", lambda: 0)():   # the check's own deadline, not the case's Stop (3.11's)
+        if ending():   # the check's own deadline, or the cell's Stop, not the case's
             raise
         return True, None
 
