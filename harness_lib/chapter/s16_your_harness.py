@@ -202,7 +202,9 @@ async def approval(kit, url) -> dict:
     """destructive stops to ask; each verdict is given to the run as a restart finds it: saved, loaded, decided."""
     from ..workspace import TASK
     m: dict = {}
-    for key, verdict in (("approve", "approve"), ("reject", "reject"), ("silent", "silent")):
+    verdicts = (("approve", "approve"), ("reject", "reject"), ("silent", "silent"),
+                ("unsaid", "reject without a reason"))   # the last: a run beside the library's, no figure
+    for key, verdict in verdicts:
         workspace, folder = _workspace(), Path(tempfile.mkdtemp(prefix="harness-capstone-"))
         try:
             stopped = await kit.harness(url, kit.new_state("verdict", "destructive", TASK),
@@ -215,14 +217,16 @@ async def approval(kit, url) -> dict:
             if verdict == "approve":
                 kit.approve(state, call_id)
             else:
-                kit.reject(state, call_id, **({"reason": REASON} if verdict == "reject" else {"silent": True}))
+                kit.reject(state, call_id, **({"reason": REASON} if verdict == "reject" else
+                                              {"silent": True} if verdict == "silent" else {}))
             done = record(kit, f"destructive, {verdict} after a restart",
                           view(await kit.harness(url, state, workspace.tools(**QUICK_SCAN), max_turns=20)), workspace)
             m.update({f"{key}.turns": done["turns"], f"{key}.deleted": list(workspace.deleted),
                       f"{key}.answer": done["answer"]})
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-    m.pop("silent.turns")   # the chapter printed none
+    for key in ("silent.turns", "unsaid.turns", "unsaid.deleted", "unsaid.answer"):   # the chapter printed none
+        m.pop(key)
     return m
 
 
