@@ -27,6 +27,7 @@ def cases(stem: str) -> list[tuple[str, int]]:
     return [(stem, i) for i in range(len(check_cells(stem)))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem, which", [c for s in STEMS for c in cases(s)], ids=lambda v: str(v))
 def test_the_reference_passes_every_case(stem, which):
     got = report(stem, which)
@@ -36,6 +37,7 @@ def test_the_reference_passes_every_case(stem, which):
         f"reproduces {got.total} of the {got.total} exact figures" in got.lines()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem, mistake", [(s, m) for s, ms in MISTAKES.items() for m in ms],
                          ids=lambda v: v if isinstance(v, str) else v.what[:40])
 def test_each_mistake_fails_its_check_with_its_hint(stem, mistake):
@@ -49,6 +51,7 @@ def test_every_check_knows_at_least_three_mistakes():
     assert all(len(ms) >= 3 for ms in MISTAKES.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", STEMS)
 def test_an_exercises_stub_is_one_line_naming_the_piece(stem):
     got = report(stem, namespace=load(stem, folder=EXERCISES))
@@ -80,6 +83,7 @@ def test_the_table_and_the_tally_line_read_as_the_issue_says():
     assert "<table" in got._repr_html_() and "<p>11 of 11 cases pass</p>" in got._repr_html_()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body, hang", [
     ("await asyncio.sleep(3600)", "awaits for ever"),
     ("while True:\n        pass", "never awaits"),
@@ -98,6 +102,7 @@ def test_a_piece_that_hangs_is_stopped_and_nothing_is_left_running(body, hang):
     assert no_case_left_running()
 
 
+@pytest.mark.slow
 def test_a_piece_no_exception_can_stop_is_said_so_in_one_line():
     """Python cannot stop a thread that catches everything sent to it: the check says so, and returns."""
     namespace: dict = {"asyncio": asyncio, "time": time, "stop": threading.Event()}
@@ -173,6 +178,7 @@ def test_the_check_changes_none_of_the_readers_variables():
     assert before == after and {k for k in namespace if not k.startswith("__")} - set(before) == {"check"}
 
 
+@pytest.mark.slow
 def test_the_librarys_side_is_computed_once():
     run_check(reference())
     kept = dict(checking._LIBRARY)

@@ -70,6 +70,7 @@ FILLED = ('                    messages.append({"role": "tool", "tool_call_id": 
           '                                     "content": f"Error: {error}"})\n' + FATAL)
 
 
+@pytest.mark.slow
 def test_its_check_takes_a_fatal_slot_left_empty_or_filled_as_the_library_fills_it():
     from checked import report
 

@@ -51,6 +51,7 @@ def test_the_notebooks_harness_and_the_library_agree(kit, url, script, options):
     assert (mine_ws.deleted, mine_ws.delete_runs) == (their_ws.deleted, their_ws.delete_runs)
 
 
+@pytest.mark.slow
 def test_through_the_capstone_both_give_the_chapters_60_exact_figures(kit, url):
     got = asyncio.run(s16.capstone(url, **{k: getattr(kit, k) for k in s16.PIECES}))
     assert (got.reproduced, got.library, got.total) == (60, 60, 60)
