@@ -260,16 +260,17 @@ class Report:
         return f"{self.passed} of {self.total} cases pass"
 
     def frame(self) -> pd.DataFrame:
-        def summary(values: dict | None) -> str:
-            return ", ".join(f.show(values.get(f.key)) for f in self.fields) if values is not None else ""
+        def summary(values: dict | None, row: Row) -> str:   # the fields the case has (its expected answer's)
+            shown = [f for f in self.fields if f.key in row.expected]
+            return ", ".join(f.show(values.get(f.key)) for f in shown) if values is not None else ""
 
         def yours(row: Row) -> str:
             ran = row.ran
             if row.passed:
                 return "the same"
-            return summary(ran.fields) if ran.fields is not None else (ran.raised or ran.hung or "")
+            return summary(ran.fields, row) if ran.fields is not None else (ran.raised or ran.hung or "")
 
-        rows = [{"case": row.case.name, "expected": summary(row.expected), "yours": yours(row),
+        rows = [{"case": row.case.name, "expected": summary(row.expected, row), "yours": yours(row),
                  "pass": "✓" if row.passed else "✗"} for row in self.rows]
         rows += [{"case": case, "expected": "", "yours": "not run", "pass": ""} for case in self.not_run]
         return pd.DataFrame(rows, columns=["case", "expected", "yours", "pass"]).set_index("case")

@@ -68,3 +68,12 @@ def test_the_notebooks_loop_gives_the_chapters_figures(built, url):
     (naive, naive_ws), (gate, gate_ws) = mine("delete_twice", "all"), mine("delete_twice", "read-only")
     assert (naive["turns"], naive["tool_runs"], naive_ws.delete_runs) == (3, 1, ["access.log"])
     assert (gate["turns"], gate["tool_runs"], gate_ws.delete_runs) == (3, 2, ["access.log", "access.log"])
+
+
+def test_the_checks_signature_case_shows_its_verdicts_alone():
+    """A case of pairs of calls has no run: its row shows the four verdicts, not a run's fields."""
+    from checked import report
+
+    got = report("06-dedupe")
+    assert got.ok and got.frame().loc["signature of 4 pairs", "expected"] == "same, same, different, different"
+    assert got.frame().loc["repeat, read-only", "expected"].startswith("completed, 3 turns, 1 tool run, ran read_file")
