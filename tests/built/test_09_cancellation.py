@@ -94,3 +94,21 @@ def test_stop_at_the_second_progress_event_is_the_chapters_stop_at_1_2_s(built, 
     assert (out["status"], out["reason"], out["turns"], out["tool_runs"], out["progress"]) == \
         ("interrupted", "user pressed Stop", 1, 0, 2)
     assert (out["in"], out["out"]) == (204, 28)
+
+
+@pytest.mark.slow
+def test_the_check_stops_a_loop_that_swallows_stop_and_says_why(built):
+    """A loop that catches Stop and goes on waiting never ends: the check stops it at its first Stop case."""
+    from harness_lib.chapter.checks import s09_cancellation
+
+    async def agent_loop(url, model, messages, tools, on_progress=print, on_tool_start=lambda name: None):
+        if model != "slow":
+            return await built["agent_loop"](url, model, messages, tools, on_progress, on_tool_start)
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+
+    got = asyncio.run(s09_cancellation.check(agent_loop, scan_archive_tool=built["scan_archive_tool"]))
+    assert got.passed == 3 and got.rows[-1].ran.hung and "your run did not end after Stop" in got.lines()[-1]

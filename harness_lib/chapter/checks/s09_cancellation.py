@@ -243,6 +243,9 @@ def _stopped(c: Case) -> bool:
 
 
 HINTS = (
+    Hint("your run did not end after Stop: once the cancellation is caught, return the run, interrupted; waiting or "
+         "looping on after it leaves Stop pressed for nothing", lambda c, e, y: y.get("hung") is not None
+         and _stopped(c)),
     Hint("Stop's CancelledError must end the run, not escape it: put the whole loop under `try:` and, in `except "
          "asyncio.CancelledError as stop:`, return the run as `interrupted` with `stop.args[0]`, the reason",
          lambda c, e, y: "came out of `agent_loop`" in str(y.get("raised"))),
