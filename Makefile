@@ -47,8 +47,8 @@ $(MUTATE_STAMP): $(STAMP)
 mutate: $(MUTATE_STAMP)
 	$(BIN)/python tests/mutate.py $(MODULES)
 
-# Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
-# before a user's own kernelspecs, so "python3" is the kernel this environment installed).
+# Read the notebooks: JupyterLab from .venv, on loopback only, offline (harness_lib/chapter/lab.py: the news and
+# update checks off through lab/overrides.json and the command line), kernels from .venv first.
 # `make lab NOTEBOOKS=bg` (or hu) opens the Bulgarian (Hungarian) notebooks, notebooks/bg, with the English one
 # folder up. Not LANG or LANGUAGE, the locale variables a shell already sets, and only a value given on make's
 # command line counts: a NOTEBOOKS inherited from the environment is ignored. JupyterLab's own menus stay in
@@ -61,10 +61,7 @@ $(error NOTEBOOKS=$(LAB_NOTEBOOKS): choose one of $(LAB_LANGUAGES))
 endif
 endif
 lab: $(STAMP)
-	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(BIN)/python -m jupyterlab --ServerApp.ip=127.0.0.1 \
-		--ServerApp.root_dir=$(CURDIR)/notebooks --MappingKernelManager.default_kernel_name=python3 \
-		$(if $(filter-out en,$(LAB_NOTEBOOKS)),--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOKS)) \
-		$(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/python -m harness_lib.chapter.lab $(LAB_NOTEBOOKS)
 
 # The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown into
 # locale/*/LC_MESSAGES/notebooks.po (a changed cell's translation marked fuzzy), then notebooks/bg and notebooks/hu
