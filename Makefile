@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test check bench lab translations clean local mutate
+.PHONY: chapter notebooks test check bench lab translations clean local mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
-# The notebooks run two at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
+# The reader's run: copies of the notebooks executed, the report and the translated notebooks (rebuilt from the
+# English ones just executed) written to executed/, ignored by git; no tracked file changes. The notebooks run two
+# at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
-	$(BIN)/python -m harness_lib.chapter.translations build --brief
+
+# The maintainer's refresh of the committed reference (docs/developing.md): the same run, then its notebooks,
+# reports/ and translated notebooks put over the committed ones; notebook 12's recorded live section kept unless
+# the local model ran (`make local` first to record it anew).
+notebooks: $(STAMP)
+	$(BIN)/python -m harness_lib.chapter.refresh
 
 # One worker process more than the cores (pytest-xdist's `-n auto`, as tests/conftest.py defines it, with what stays
 # together and what goes first):

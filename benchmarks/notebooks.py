@@ -24,8 +24,8 @@ neither is counted. ``--profile N`` also samples every thread of the kernel ever
 pyinstrument does; cProfile sees one thread and inflates short calls) and prints, per notebook, the N
 functions most often on the main thread's stack (cumulative) and at its top (self), and the provider
 thread's. ``--chapter`` (with ``--no-notebooks``: only it) then times ``python -m harness_lib chapter
---execute`` and the translations' build (what ``make chapter`` runs) in a copy of ``notebooks/`` and
-``locale/`` (this tree's are not rewritten), one notebook at a time (``HARNESS_CHAPTER_JOBS=1``) and two at
+--execute`` (what ``make chapter`` runs: the notebooks, the report and the translations' build, into ``executed/``)
+in a copy of ``notebooks/`` and ``locale/``, one notebook at a time (``HARNESS_CHAPTER_JOBS=1``) and two at
 once, alternating, ``--repeats`` times each, and prints their own per-notebook lines and section 09's time
 figures against their tolerances (running side by side must not move them out). The load average is printed
 with every table: on a shared machine the wall times hold other processes' turns, the differences and the
@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -230,31 +231,29 @@ def profile_lines(samples: dict, top: int) -> list[str]:
 
 
 def chapter(repeats: int, jobs_list=("1", "2")) -> None:
-    """``make chapter``'s two commands, timed, in a copy of ``notebooks/`` and ``locale/`` (their outputs are
-    rewritten there), the notebooks one at a time (``HARNESS_CHAPTER_JOBS=1``) and two at once, alternating."""
+    """``make chapter``'s command, timed, in a copy of ``notebooks/`` and ``locale/`` (it writes executed/ there), the
+    notebooks one at a time (``HARNESS_CHAPTER_JOBS=1``) and two at once, alternating."""
     for _ in range(repeats):
         for jobs in jobs_list:
             with tempfile.TemporaryDirectory(prefix="bench-chapter-") as tmp:
-                for folder in ("notebooks", "locale"):   # what the two commands read, relative to where they run
+                for folder in ("notebooks", "locale"):   # what the command reads, relative to where it runs
                     shutil.copytree(ROOT / folder, Path(tmp) / folder)
                 env = {**os.environ, "HARNESS_CHAPTER_JOBS": jobs}
                 load = os.getloadavg()[0]
+                cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 r = subprocess.run([sys.executable, "-m", "harness_lib", "chapter", "--execute"], cwd=tmp,
                                    env=env, capture_output=True, text=True)
                 t1 = time.perf_counter()
+                cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if r.returncode != 0:
                     raise RuntimeError(f"chapter --execute failed:\n{r.stdout}{r.stderr}")
-                b = subprocess.run([sys.executable, "-m", "harness_lib.chapter.translations", "build", "--brief"],
-                                   cwd=tmp, env=env, capture_output=True, text=True)
-                t2 = time.perf_counter()
-                if b.returncode != 0:
-                    raise RuntimeError(f"the translations' build failed:\n{b.stdout}{b.stderr}")
-                lines = [f"make chapter, HARNESS_CHAPTER_JOBS={jobs}: {t2 - t0:.1f} s (chapter --execute "
-                         f"{t1 - t0:.1f} s, translations {t2 - t1:.1f} s), load average {load:.2f} at the "
-                         f"start, {os.getloadavg()[0]:.2f} at the end; its lines:"]
-                lines += ["  " + line for line in (r.stdout + b.stdout).splitlines()]
-                table = pd.read_csv(Path(tmp) / "reports" / "chapter.csv", dtype=str)
+                cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+                lines = [f"make chapter, HARNESS_CHAPTER_JOBS={jobs}: {t1 - t0:.1f} s, {cpu:.1f} s of CPU (its "
+                         f"processes and the kernels), load average {load:.2f} at the start, "
+                         f"{os.getloadavg()[0]:.2f} at the end; its lines:"]
+                lines += ["  " + line for line in r.stdout.splitlines()]
+                table = pd.read_csv(Path(tmp) / "executed" / "reports" / "chapter.csv", dtype=str)
                 timed = table[table.tolerance.fillna("").str.startswith("±")]
                 lines.append("  the time figures (chapter, ours, tolerance, match): " + "; ".join(
                     f"{r.id} {r.chapter}/{r.ours}/{r.tolerance}/{r.match}" for r in timed.itertuples()))

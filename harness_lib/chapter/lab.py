@@ -2,7 +2,10 @@
 
     python -m harness_lib.chapter.lab [en|bg|hu] [JUPYTERLAB OPTION ...]
 
-Run from the project's folder (the Makefile does). JupyterLab's own settings keep it from reaching the network:
+Run from the project's folder (the Makefile does). It opens the reader's own executed notebooks when ``make chapter``
+has written them (``executed/notebooks``, ignored by git), else the committed ones (``notebooks/``), and says which
+in its first line (and when the committed notebooks changed since the executed copies were made).
+JupyterLab's own settings keep it from reaching the network:
 
 * ``lab/overrides.json`` (the project's, JupyterLab's ``app_settings_dir``) sets the defaults of the notification
   settings: fetch the Jupyter news "Never" (so JupyterLab does not ask "Would you like to get notified about
@@ -21,6 +24,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import executed
+
 # Relative, as in harness_lib.chapter.notebooks: the notebooks and the settings are the project's, not the package's.
 NOTEBOOKS = Path("notebooks")
 SETTINGS = Path("lab")   # lab/overrides.json
@@ -34,11 +39,16 @@ class LabError(Exception):
 
 
 def opens(project: Path = Path(".")) -> tuple[Path, str]:
-    """(the folder JupyterLab opens, the line that says which notebooks those are)."""
+    """(the folder JupyterLab opens, the line that says which notebooks those are): the reader's executed copies
+    (``executed/notebooks``, written by ``make chapter``) when there are some, else the committed notebooks."""
     folder = project / NOTEBOOKS
     if not any(folder.glob("*.ipynb")):
         raise LabError(f"no notebooks in {folder.resolve()}: run `make lab` from the project's folder")
-    return folder, f"JupyterLab opens {NOTEBOOKS}/: the notebooks as committed"
+    mine, what = executed.current(project, NOTEBOOKS)
+    if mine is not None:
+        return mine, (f"JupyterLab opens {mine.relative_to(project)}/: the notebooks as {what} (the committed ones "
+                      f"are in {NOTEBOOKS}/)")
+    return folder, f"JupyterLab opens {NOTEBOOKS}/: the notebooks as committed; {what}"
 
 
 def command(root: Path, language: str = "en", project: Path = Path("."), options=()) -> list[str]:

@@ -3,6 +3,10 @@
     python -m harness_lib.chapter.notebooks                  # every notebooks/*.ipynb
     python -m harness_lib.chapter.notebooks notebooks/01-loop.ipynb
 
+That command is the maintainer's, for a notebook just changed (``make notebooks`` refreshes them all, with the
+report and the translations; ``make chapter`` executes copies, never these). Notebook 12's recorded live section is
+kept unless the local model ran (``s12_local_model.keep_recorded_live``).
+
 Each notebook runs in its own ``python3`` kernel with ``notebooks/`` as its working directory. Outputs are
 kept; what changes on every run without meaning anything (execution timestamps, widget state) is not
 written, so re-executing an unchanged notebook changes only what its code really computed anew. A widget's
@@ -95,11 +99,12 @@ def _kernel(kernel_name: str):
                 km.shutdown_kernel(now=True)
 
 
-def every_notebook() -> list[Path]:
-    """``notebooks/*.ipynb``, in order (00 first); an error saying where to run from when there are none."""
-    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+def every_notebook(folder: Path = NOTEBOOKS) -> list[Path]:
+    """``notebooks/*.ipynb`` (or ``folder``'s), in order (00 first); an error saying where to run from when there
+    are none."""
+    paths = sorted(Path(folder).glob("*.ipynb"))
     if not paths:
-        raise FileNotFoundError(f"no notebooks in {NOTEBOOKS.resolve()}: the notebooks come with the project, not "
+        raise FileNotFoundError(f"no notebooks in {Path(folder).resolve()}: the notebooks come with the project, not "
                                 "the installed package; run this from the project's folder")
     return paths
 
@@ -192,8 +197,15 @@ def default_jobs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .s12_local_model import NOTEBOOK, keep_recorded_live
+
     argv = sys.argv[1:] if argv is None else argv
-    times = execute_all(argv or None, say=lambda line: print(line, flush=True))
+    paths = [Path(p) for p in argv] or every_notebook()
+    recorded = {p: p.read_text(encoding="utf-8") for p in paths if p.name == NOTEBOOK}
+    times = execute_all(paths, say=lambda line: print(line, flush=True))
+    for path, text in recorded.items():   # the only record of a real model's run, unless the model ran now
+        if keep_recorded_live(path, text):
+            print(f"{path}: the local model did not run here: its recorded live section kept")
     print(timing_line("total", sum(times.values())))
     return 0
 
