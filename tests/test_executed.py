@@ -163,6 +163,18 @@ def test_a_second_run_at_once_is_refused_in_one_line_naming_the_first(tmp_path):
         pass
 
 
+def test_make_chapter_beside_another_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    from harness_lib import cli
+
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    with executed.run(Path(".")):
+        assert cli.main(["chapter", "--execute"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: cannot use executed/.lock: another `make chapter` is running in this "
+                                        f"folder (pid {os.getpid()}, since ") and len(err.splitlines()) == 1
+
+
 # -- what make lab opens, and what notebook 15 reads ----------------------------------------------------------
 def test_make_lab_opens_the_readers_executed_copies_and_says_so(tmp_path):
     project = _project(tmp_path)
