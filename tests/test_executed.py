@@ -359,6 +359,7 @@ def test_make_chapter_in_a_fresh_clone_leaves_git_status_empty_even_when_stopped
     os.killpg(second.pid, signal.SIGINT)
     rest, _ = second.communicate(timeout=60)
     assert second.returncode != 0 and "Traceback" not in rest, rest
+    assert "executed/: as the last complete `make chapter` left it; nothing else changed" in rest, rest
     assert _status(clone) == ""
     assert not (clone / "executed" / ".staging").exists()
     assert json.loads((clone / "executed" / "run.json").read_text()) == record   # the first run's, as it was

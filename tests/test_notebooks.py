@@ -345,6 +345,53 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
     assert not notebooks._RUNNING
 
 
+STUCK_CLIENTS = r"""
+import atexit, signal, threading
+from harness_lib.chapter import notebooks
+
+release, both = threading.Event(), threading.Barrier(3, timeout=10)
+
+class Client:   # nbclient's, as far as this goes: a kernel cleanup registered with atexit while its notebook runs
+    def _cleanup_kernel(self):
+        print("the cleanup ran at exit", flush=True)
+
+def execute(path, timeout=600):   # a client stuck on its kernel, deaf to its end: its thread outlives the Ctrl-C
+    client = Client()
+    atexit.register(client._cleanup_kernel)
+    notebooks._CLIENTS.add(client)
+    both.wait()
+    release.wait(60)
+
+def press():   # one Ctrl-C, once both notebooks run
+    both.wait()
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+notebooks.execute = execute
+signal.signal(signal.SIGINT, signal.default_int_handler)
+threading.Thread(target=press, daemon=True).start()
+try:
+    notebooks.execute_all(["a.ipynb", "b.ipynb"], jobs=2)
+except KeyboardInterrupt:
+    print("stopped", len(notebooks._CLIENTS), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_no_cleanup_of_a_stuck_client_to_run_at_exit(tmp_path):
+    """nbclient registers each client's kernel cleanup with atexit and drops it when its notebook ends. A notebook's
+    thread that has not ended by the time Ctrl-C's handling returns keeps it registered, and at exit it ran on a kernel
+    manager the client had let go of: `make chapter` stopped with Ctrl-C printed an AssertionError's traceback. The
+    kernels are stopped already, so execute_all drops those cleanups; a process that ends then runs none."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_CLIENTS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout == "stopped 2\n" and done.returncode == 0, (done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize("value, jobs", [("", None), ("1", 1), ("3", 3), ("0", ValueError), ("two", ValueError),
                                          ("-1", ValueError)])
 def test_the_number_of_notebooks_run_at_once(monkeypatch, value, jobs):

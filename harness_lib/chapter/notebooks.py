@@ -16,6 +16,7 @@ output keeps only its text form: the model it points to lives in the kernel that
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -69,8 +70,13 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     with _kernel(kernel_name) as km:
-        NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name, record_timing=False,
-                       resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
+        client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name, record_timing=False,
+                                resources={"metadata": {"path": str(path.parent.resolve())}})
+        _CLIENTS.add(client)
+        try:
+            client.execute()
+        finally:
+            _CLIENTS.discard(client)
     seconds = time.perf_counter() - started
     nb.metadata["kernelspec"] = kernelspec(kernel_name)
     nbformat.write(strip(nb), path)
@@ -78,6 +84,7 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
 
 
 _RUNNING: set = set()   # the kernel managers of the notebooks executing now (execute_all stops them on Ctrl-C)
+_CLIENTS: set = set()   # and their nbclient clients, each with a cleanup registered to run at exit (see execute_all)
 
 
 @contextlib.contextmanager
@@ -176,6 +183,11 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
         for t in threads:   # those that hear their kernel end, end; the others are left to the exit
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
+        # A client whose thread is left to the exit keeps the cleanup nbclient registered with atexit, which would
+        # run at exit on a kernel manager it may have let go of already, and print a traceback: the kernels are
+        # stopped above, so that cleanup has nothing left to do.
+        for client in list(_CLIENTS):
+            atexit.unregister(client._cleanup_kernel)
         raise
     if failed:
         raise failed[0]

@@ -222,9 +222,15 @@ def main(json_out: bool = False, execute: bool = False, reference: bool = False)
                      f"{', ...' if len(changed) > 4 else ''}" if changed else "no committed file changed",
                      f"{REPORTS / 'chapter.md'}: {line}"]
         else:
-            with executed.run() as stage:
-                table, line = chapter_in(stage.root)
-                kept = executed.install(stage, line)
+            try:
+                with executed.run() as stage:
+                    table, line = chapter_in(stage.root)
+                    kept = executed.install(stage, line)
+            except BaseException as e:
+                if not isinstance(e, Exception):   # Ctrl-C, SIGTERM: said here, then as the command line says it
+                    print(f"{executed.FOLDER}/: as the last complete `make chapter` left it; nothing else changed",
+                          file=sys.stderr, flush=True)
+                raise
             folder = executed.FOLDER
             where = [f"{path}: changed since `make chapter` wrote it: yours is kept as {path.name}" for path in kept]
             where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in English, Bulgarian "
