@@ -105,7 +105,8 @@ def run(project: Path = Path("."), notebooks: Path = Path("notebooks")):
         try:
             shutil.copytree(source, staging / NOTEBOOKS, ignore=shutil.ignore_patterns(*NOT_COPIED))
             (staging / REPORTS).mkdir()
-            sources = {(Path(NOTEBOOKS) / p).as_posix(): sha256(source / p) for p in _files(source)}
+            copied = staging / NOTEBOOKS   # hashed before anything runs in it: what this run started from
+            sources = {(Path(NOTEBOOKS) / p).as_posix(): sha256(copied / p) for p in _files(copied)}
             yield Stage(staging, folder, sources)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
