@@ -77,7 +77,7 @@ def test_what_the_reader_changed_or_made_in_executed_is_kept(tmp_path):
     (mine / ".ipynb_checkpoints" / "01-loop-checkpoint.ipynb").write_text("a checkpoint")
     (project / "notebooks" / "03-budget.ipynb").unlink()   # gone from the project (a git pull)
     kept = _run_once(project, summary="the second run")
-    assert kept == [mine / "01-loop.edited.ipynb"]
+    assert kept == [(mine / "01-loop.ipynb", mine / "01-loop.edited.ipynb")]
     assert (mine / "01-loop.edited.ipynb").read_text() == "the reader's edits"
     assert (mine / "01-loop.ipynb").read_bytes() == (project / "notebooks" / "01-loop.ipynb").read_bytes()
     assert (mine / "Untitled.ipynb").read_text() == "the reader's own notebook"
@@ -85,8 +85,29 @@ def test_what_the_reader_changed_or_made_in_executed_is_kept(tmp_path):
     assert not (mine / "03-budget.ipynb").exists()
     # a third run: the edited copy is the reader's now (not written by a run), and stays; a second edit gets -2
     (mine / "01-loop.ipynb").write_text("edited again")
-    assert _run_once(project) == [mine / "01-loop.edited-2.ipynb"]
+    assert _run_once(project) == [(mine / "01-loop.ipynb", mine / "01-loop.edited-2.ipynb")]
     assert (mine / "01-loop.edited.ipynb").read_text() == "the reader's edits"
+
+
+def test_make_chapter_says_which_of_the_readers_edits_it_kept(tmp_path, monkeypatch, capsys):
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+
+    def chapter_in(root, keep_recorded_live=False):
+        (root / "reports" / "chapter.md").write_text("the report\n")
+        return None, "1 of 1 chapter figures reproduced exactly"
+    monkeypatch.setattr(report, "chapter_in", chapter_in)
+    assert report.main(execute=True) == 0
+    (project / "executed" / "notebooks" / "02-turn-cap.ipynb").write_text("the reader's edits")
+    capsys.readouterr()
+    assert report.main(execute=True) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "executed/notebooks/02-turn-cap.ipynb: changed since `make chapter` wrote it: your version is kept beside it, "
+        "as 02-turn-cap.edited.ipynb",
+        "executed/notebooks: the notebooks as this run executed them, in English, Bulgarian and Hungarian (`make lab` "
+        "opens them; notebooks/ keeps the committed ones, unchanged)",
+        "executed/reports/chapter.md: 1 of 1 chapter figures reproduced exactly"]
+    assert (project / "executed" / "notebooks" / "02-turn-cap.edited.ipynb").read_text() == "the reader's edits"
 
 
 def test_a_run_that_fails_or_is_stopped_leaves_the_last_run_as_it_was(tmp_path):

@@ -140,9 +140,9 @@ def _aside(path: Path) -> Path:
     raise OSError(errno.EEXIST, "no free name for the reader's edited copy", str(path))
 
 
-def install(stage: Stage, summary: str = "") -> list[Path]:
-    """Move the run's files into ``executed/`` and record them; the reader's edited files kept (returned, as their
-    new names). Signals wait until it is done."""
+def install(stage: Stage, summary: str = "") -> list[tuple[Path, Path]]:
+    """Move the run's files into ``executed/`` and record them; the reader's edited files kept beside (returned:
+    each file's path and the name the reader's version now has). Signals wait until it is done."""
     folder, old = stage.folder, read_record(stage.folder).get("written", {})
     files = [(Path(part) / rel).as_posix() for part in PARTS for rel in _files(stage.root / part)]
     written = {key: sha256(stage.root / key) for key in files}
@@ -159,7 +159,7 @@ def install(stage: Stage, summary: str = "") -> list[Path]:
         for key in files:
             new, target = stage.root / key, folder / key
             if target.exists() and sha256(target) not in (old.get(key), written[key]):
-                kept.append(target.rename(_aside(target)))   # the reader's, or changed since make chapter wrote it
+                kept.append((target, target.rename(_aside(target))))   # the reader's, or changed since written
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(new, target)
         for key in sorted(set(old) - set(written)):   # a file of an earlier run the project no longer has

@@ -232,7 +232,8 @@ def main(json_out: bool = False, execute: bool = False, reference: bool = False)
                           file=sys.stderr, flush=True)
                 raise
             folder = executed.FOLDER
-            where = [f"{path}: changed since `make chapter` wrote it: yours is kept as {path.name}" for path in kept]
+            where = [f"{path}: changed since `make chapter` wrote it: your version is kept beside it, as {aside.name}"
+                     for path, aside in kept]
             where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in English, Bulgarian "
                       f"and Hungarian (`make lab` opens them; notebooks/ keeps the committed ones, unchanged)",
                       f"{folder / executed.REPORTS / 'chapter.md'}: {line}"]
