@@ -35,6 +35,11 @@ def _project(tmp_path: Path, names=("01-loop.ipynb", "02-turn-cap.ipynb")) -> Pa
     return tmp_path
 
 
+def _contents(folder: Path) -> dict:
+    """Every file under ``folder`` and its bytes, but the lock's (its holder's pid and time: information only)."""
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != executed.LOCK}
+
+
 def _run_once(project: Path, change=None, summary: str = "a tally") -> list[Path]:
     """One run of ``executed.run`` in ``project``: ``change(stage)`` plays the notebooks' execution; installed."""
     with executed.run(project) as stage:
@@ -113,14 +118,14 @@ def test_make_chapter_says_which_of_the_readers_edits_it_kept(tmp_path, monkeypa
 def test_a_run_that_fails_or_is_stopped_leaves_the_last_run_as_it_was(tmp_path):
     project = _project(tmp_path)
     _run_once(project, summary="the first run")
-    first = {p: p.read_bytes() for p in (project / "executed").rglob("*") if p.is_file()}
+    first = _contents(project / "executed")
     for stop in (KeyboardInterrupt, RuntimeError("a notebook failed")):
         def failing(stage, stop=stop):
             (stage.root / "notebooks" / "01-loop.ipynb").write_text("half done")
             raise stop
         with pytest.raises(type(stop) if isinstance(stop, BaseException) else stop):
             _run_once(project, failing, summary="the stopped run")
-        assert {p: p.read_bytes() for p in (project / "executed").rglob("*") if p.is_file()} == first
+        assert _contents(project / "executed") == first
         assert not (project / "executed" / ".staging").exists()
     # a run killed outright leaves its staging folder: the next run removes it first
     (project / "executed" / ".staging" / "notebooks").mkdir(parents=True)
@@ -132,7 +137,7 @@ def test_a_run_that_fails_or_is_stopped_leaves_the_last_run_as_it_was(tmp_path):
 def test_a_full_disk_stops_the_run_before_any_file_moves(tmp_path, monkeypatch):
     project = _project(tmp_path)
     _run_once(project, summary="the first run")
-    first = {p: p.read_bytes() for p in (project / "executed").rglob("*") if p.is_file()}
+    first = _contents(project / "executed")
     real = Path.write_text
 
     def full(self, *args, **kwargs):
@@ -142,7 +147,7 @@ def test_a_full_disk_stops_the_run_before_any_file_moves(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_text", full)
     with pytest.raises(OSError, match="No space left"):
         _run_once(project, lambda stage: (stage.root / "notebooks" / "01-loop.ipynb").write_bytes(b"new"))
-    assert {p: p.read_bytes() for p in (project / "executed").rglob("*") if p.is_file()} == first
+    assert _contents(project / "executed") == first
     monkeypatch.setattr(executed.shutil, "copytree", lambda *a, **k: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))
     with pytest.raises(OSError, match="No space left"):
@@ -390,6 +395,19 @@ def _make_chapter(clone: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _group(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` still running (the process table's word; a zombie does not run)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry))
+    return found
+
+
 def _status(clone: Path) -> str:
     return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone, capture_output=True,
                           text=True, check=True).stdout
@@ -425,8 +443,8 @@ def test_make_chapter_in_a_fresh_clone_leaves_git_status_empty_even_when_stopped
     assert not (clone / "executed" / ".staging").exists()
     assert json.loads((clone / "executed" / "run.json").read_text()) == record   # the first run's, as it was
     deadline = time.monotonic() + 10
-    while subprocess.run(["pgrep", "-g", str(second.pid)], capture_output=True).returncode == 0:
-        assert time.monotonic() < deadline, "processes of the stopped make chapter are still running"
+    while _group(second.pid):
+        assert time.monotonic() < deadline, f"processes of the stopped make chapter still run: {_group(second.pid)}"
         time.sleep(0.2)
 
     third = _make_chapter(clone)

@@ -345,51 +345,60 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
     assert not notebooks._RUNNING
 
 
-STUCK_CLIENTS = r"""
-import atexit, signal, threading
+STOPPED_CLIENTS = r"""
+import atexit, signal, sys, threading
+import nbclient
 from harness_lib.chapter import notebooks
+from harness_lib.chapter.nbformat_fast import nbformat
 
-release, both = threading.Event(), threading.Barrier(3, timeout=10)
+class Client:   # nbclient's NotebookClient, as far as its cleanup at exit goes
+    def __init__(self, nb, km=None, **kwargs):
+        self.km = km
 
-class Client:   # nbclient's, as far as this goes: a kernel cleanup registered with atexit while its notebook runs
-    def _cleanup_kernel(self):
-        print("the cleanup ran at exit", flush=True)
+    def _cleanup_kernel(self):   # at exit: the kernel was stopped already (or died): nothing of it may run
+        print("a stopped notebook's cleanup ran at exit", file=sys.stderr, flush=True)
+        assert self.km is not None, "on a kernel manager let go of"
 
-def execute(path, timeout=600):   # a client stuck on its kernel, deaf to its end: its thread outlives the Ctrl-C
-    client = Client()
-    atexit.register(client._cleanup_kernel)
-    notebooks._CLIENTS.add(client)
-    both.wait()
-    release.wait(60)
+    def execute(self):
+        atexit.register(self._cleanup_kernel)   # as nbclient's async_setup_kernel does, before the kernel starts
+        if sys.argv[1] == "dies":   # the kernel died as it started (its manager shut it down: Ctrl-C): nbclient's
+            self.km = None          # own cleanup ran, and the exception leaves its registration behind
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        both.wait()                 # "stuck": deaf to its kernel's end, its thread outlives the Ctrl-C and the process
+        threading.Event().wait()
 
-def press():   # one Ctrl-C, once both notebooks run
-    both.wait()
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-notebooks.execute = execute
+both = threading.Barrier(3, timeout=10)
+nbclient.NotebookClient = Client
+path = sys.argv[2]
+nbformat.write(nbformat.v4.new_notebook(), path)
 signal.signal(signal.SIGINT, signal.default_int_handler)
-threading.Thread(target=press, daemon=True).start()
+if sys.argv[1] == "stuck":   # one Ctrl-C, once both notebooks run
+    threading.Thread(target=lambda: (both.wait(), signal.pthread_kill(threading.main_thread().ident,
+                                                                        signal.SIGINT)), daemon=True).start()
 try:
-    notebooks.execute_all(["a.ipynb", "b.ipynb"], jobs=2)
-except KeyboardInterrupt:
-    print("stopped", len(notebooks._CLIENTS), flush=True)
+    notebooks.execute_all([path, path], jobs=2)
+except (KeyboardInterrupt, RuntimeError) as e:
+    print(type(e).__name__, flush=True)
 """
 
 
 @pytest.mark.slow
-def test_ctrl_c_leaves_no_cleanup_of_a_stuck_client_to_run_at_exit(tmp_path):
-    """nbclient registers each client's kernel cleanup with atexit and drops it when its notebook ends. A notebook's
-    thread that has not ended by the time Ctrl-C's handling returns keeps it registered, and at exit it ran on a kernel
-    manager the client had let go of: `make chapter` stopped with Ctrl-C printed an AssertionError's traceback. The
-    kernels are stopped already, so execute_all drops those cleanups; a process that ends then runs none."""
+@pytest.mark.parametrize("how", ["dies", "stuck"])
+def test_a_stopped_notebooks_client_leaves_no_cleanup_to_fail_at_exit(tmp_path, how):
+    """nbclient registers each client's kernel cleanup with atexit, and leaves it registered when the kernel dies as
+    it starts, or while the client's thread is still running when Ctrl-C's handling returns; at exit it then failed
+    on a kernel manager the client had let go of: `make chapter` stopped with Ctrl-C printed an AssertionError's
+    traceback (seen in the clone test of tests/test_executed.py). execute drops its client's cleanup however it ends,
+    and execute_all those of the clients still running when it stops them: a process that ends then prints none."""
     import subprocess
     import sys
 
-    script = tmp_path / "stuck.py"
-    script.write_text(STUCK_CLIENTS)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1])
-    assert done.stdout == "stopped 2\n" and done.returncode == 0, (done.stdout, done.stderr)
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED_CLIENTS)
+    done = subprocess.run([sys.executable, str(script), how, str(tmp_path / "n.ipynb")], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    said = "RuntimeError" if how == "dies" else "KeyboardInterrupt"
+    assert done.stdout == said + "\n" and done.stderr == "" and done.returncode == 0, (done.stdout, done.stderr)
 
 
 @pytest.mark.parametrize("value, jobs", [("", None), ("1", 1), ("3", 3), ("0", ValueError), ("two", ValueError),

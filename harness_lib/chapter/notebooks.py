@@ -77,6 +77,10 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
             client.execute()
         finally:
             _CLIENTS.discard(client)
+            # nbclient registers a kernel cleanup to run at exit, and leaves it registered when the kernel dies as it
+            # starts (stopped by Ctrl-C, say); at exit it then failed on the kernel manager it had let go of, with a
+            # traceback. The kernel is this function's to stop (``_kernel``): the client's cleanup goes.
+            atexit.unregister(client._cleanup_kernel)
     seconds = time.perf_counter() - started
     nb.metadata["kernelspec"] = kernelspec(kernel_name)
     nbformat.write(strip(nb), path)
@@ -185,13 +189,18 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
                 t.join(max(0.0, deadline - time.monotonic()))
         # A client whose thread is left to the exit keeps the cleanup nbclient registered with atexit, which would
         # run at exit on a kernel manager it may have let go of already, and print a traceback: the kernels are
-        # stopped above, so that cleanup has nothing left to do.
+        # stopped above, so that cleanup has nothing left to do, now or if its thread registers it later.
         for client in list(_CLIENTS):
             atexit.unregister(client._cleanup_kernel)
+            client._cleanup_kernel = _nothing
         raise
     if failed:
         raise failed[0]
     return {p.name: times[p.name] for p in paths}
+
+
+def _nothing() -> None:
+    """A stopped notebook's client's cleanup at exit (execute_all): its kernel was stopped already."""
 
 
 JOBS_ENV = "HARNESS_CHAPTER_JOBS"
