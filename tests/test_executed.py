@@ -456,5 +456,8 @@ def test_make_chapter_in_a_fresh_clone_leaves_git_status_empty_even_when_stopped
     assert json.loads((clone / "executed" / "run.json").read_text())["finished"] >= record["finished"]
     kernels = tmp_path / "site" / "kernels"   # (forked, fresh) of each run that ended, the stopped one's too
     if "HARNESS_TEST_WARM_CHAPTER" in _environment(clone):
+        # Forked where the launcher can (this environment's python is the kernelspec's: not through a symlink to
+        # the environment, say), else fresh: a kernel for every notebook either way, in each whole run.
         runs = [tuple(map(int, line.split())) for line in kernels.read_text().splitlines()]
-        assert len(runs) == 3 and runs[0] == runs[2] == (len(list((clone / "notebooks").glob("*.ipynb"))), 0), runs
+        notebooks = len(list((clone / "notebooks").glob("*.ipynb")))
+        assert len(runs) == 3 and sum(runs[0]) == sum(runs[2]) == notebooks, runs
