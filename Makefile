@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter test check bench lab translations clean local mutate
+.PHONY: chapter notebooks test check bench lab translations clean local mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# The translated notebooks carry the English notebooks' outputs: rebuilt from the ones just executed.
-# The notebooks run two at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
+# The reader's run: copies of the notebooks executed, the report and the translated notebooks (rebuilt from the
+# English ones just executed) written to executed/, ignored by git; no tracked file changes. The notebooks run two
+# at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
 chapter: $(STAMP)
 	$(BIN)/python -m harness_lib chapter --execute
-	$(BIN)/python -m harness_lib.chapter.translations build --brief
+
+# The maintainer's refresh of the committed reference (docs/developing.md): the same run, then its notebooks,
+# reports/ and translated notebooks put over the committed ones; notebook 12's recorded live section kept unless
+# the local model ran (`make local` first to record it anew).
+notebooks: $(STAMP)
+	$(BIN)/python -m harness_lib.chapter.refresh
 
 # One worker process more than the cores (pytest-xdist's `-n auto`, as tests/conftest.py defines it, with what stays
 # together and what goes first):
@@ -47,8 +53,8 @@ $(MUTATE_STAMP): $(STAMP)
 mutate: $(MUTATE_STAMP)
 	$(BIN)/python tests/mutate.py $(MODULES)
 
-# Read the notebooks: JupyterLab from .venv, on loopback only, kernels from .venv first (JUPYTER_PATH comes
-# before a user's own kernelspecs, so "python3" is the kernel this environment installed).
+# Read the notebooks: JupyterLab from .venv, on loopback only, offline (harness_lib/chapter/lab.py: the news and
+# update checks off through lab/overrides.json and the command line), kernels from .venv first.
 # `make lab NOTEBOOKS=bg` (or hu) opens the Bulgarian (Hungarian) notebooks, notebooks/bg, with the English one
 # folder up. Not LANG or LANGUAGE, the locale variables a shell already sets, and only a value given on make's
 # command line counts: a NOTEBOOKS inherited from the environment is ignored. JupyterLab's own menus stay in
@@ -61,10 +67,7 @@ $(error NOTEBOOKS=$(LAB_NOTEBOOKS): choose one of $(LAB_LANGUAGES))
 endif
 endif
 lab: $(STAMP)
-	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(BIN)/python -m jupyterlab --ServerApp.ip=127.0.0.1 \
-		--ServerApp.root_dir=$(CURDIR)/notebooks --MappingKernelManager.default_kernel_name=python3 \
-		$(if $(filter-out en,$(LAB_NOTEBOOKS)),--LabApp.default_url=/lab/tree/$(LAB_NOTEBOOKS)) \
-		$(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/python -m harness_lib.chapter.lab $(LAB_NOTEBOOKS)
 
 # The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown into
 # locale/*/LC_MESSAGES/notebooks.po (a changed cell's translation marked fuzzy), then notebooks/bg and notebooks/hu

@@ -24,10 +24,12 @@ neither is counted. ``--profile N`` also samples every thread of the kernel ever
 pyinstrument does; cProfile sees one thread and inflates short calls) and prints, per notebook, the N
 functions most often on the main thread's stack (cumulative) and at its top (self), and the provider
 thread's. ``--chapter`` (with ``--no-notebooks``: only it) then times ``python -m harness_lib chapter
---execute`` and the translations' build (what ``make chapter`` runs) in a copy of ``notebooks/`` and
-``locale/`` (this tree's are not rewritten), one notebook at a time (``HARNESS_CHAPTER_JOBS=1``) and two at
+--execute`` (what ``make chapter`` runs: the notebooks, the report and the translations' build, into ``executed/``)
+in a copy of ``notebooks/`` and ``locale/``, one notebook at a time (``HARNESS_CHAPTER_JOBS=1``) and two at
 once, alternating, ``--repeats`` times each, and prints their own per-notebook lines and section 09's time
-figures against their tolerances (running side by side must not move them out). The load average is printed
+figures against their tolerances (running side by side must not move them out); after the notebooks' own table, each
+run is put beside the waits the chapter prescribes (the notebooks' ``waits``, summed), the longest notebook alone
+and its CPU over the cores (``beside_the_waits``). The load average is printed
 with every table: on a shared machine the wall times hold other processes' turns, the differences and the
 ratios much less.
 """
@@ -38,6 +40,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -229,36 +232,50 @@ def profile_lines(samples: dict, top: int) -> list[str]:
     return lines
 
 
-def chapter(repeats: int, jobs_list=("1", "2")) -> None:
-    """``make chapter``'s two commands, timed, in a copy of ``notebooks/`` and ``locale/`` (their outputs are
-    rewritten there), the notebooks one at a time (``HARNESS_CHAPTER_JOBS=1``) and two at once, alternating."""
+def chapter(repeats: int, jobs_list=("1", "2"), rows=None) -> None:
+    """``make chapter``'s command, timed, in a copy of ``notebooks/`` and ``locale/`` (it writes executed/ there), the
+    notebooks one at a time (``HARNESS_CHAPTER_JOBS=1``) and two at once, alternating. ``rows``: the notebooks'
+    own measurements, made just before; then each run is put beside the waits the chapter prescribes."""
     for _ in range(repeats):
         for jobs in jobs_list:
             with tempfile.TemporaryDirectory(prefix="bench-chapter-") as tmp:
-                for folder in ("notebooks", "locale"):   # what the two commands read, relative to where they run
+                for folder in ("notebooks", "locale"):   # what the command reads, relative to where it runs
                     shutil.copytree(ROOT / folder, Path(tmp) / folder)
                 env = {**os.environ, "HARNESS_CHAPTER_JOBS": jobs}
                 load = os.getloadavg()[0]
+                cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 r = subprocess.run([sys.executable, "-m", "harness_lib", "chapter", "--execute"], cwd=tmp,
                                    env=env, capture_output=True, text=True)
                 t1 = time.perf_counter()
+                cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if r.returncode != 0:
                     raise RuntimeError(f"chapter --execute failed:\n{r.stdout}{r.stderr}")
-                b = subprocess.run([sys.executable, "-m", "harness_lib.chapter.translations", "build", "--brief"],
-                                   cwd=tmp, env=env, capture_output=True, text=True)
-                t2 = time.perf_counter()
-                if b.returncode != 0:
-                    raise RuntimeError(f"the translations' build failed:\n{b.stdout}{b.stderr}")
-                lines = [f"make chapter, HARNESS_CHAPTER_JOBS={jobs}: {t2 - t0:.1f} s (chapter --execute "
-                         f"{t1 - t0:.1f} s, translations {t2 - t1:.1f} s), load average {load:.2f} at the "
-                         f"start, {os.getloadavg()[0]:.2f} at the end; its lines:"]
-                lines += ["  " + line for line in (r.stdout + b.stdout).splitlines()]
-                table = pd.read_csv(Path(tmp) / "reports" / "chapter.csv", dtype=str)
+                cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+                lines = [f"make chapter, HARNESS_CHAPTER_JOBS={jobs}: {t1 - t0:.1f} s, {cpu:.1f} s of CPU (its "
+                         f"processes and the kernels), load average {load:.2f} at the start, "
+                         f"{os.getloadavg()[0]:.2f} at the end; its lines:"]
+                lines += ["  " + line for line in r.stdout.splitlines()]
+                table = pd.read_csv(Path(tmp) / "executed" / "reports" / "chapter.csv", dtype=str)
                 timed = table[table.tolerance.fillna("").str.startswith("±")]
                 lines.append("  the time figures (chapter, ours, tolerance, match): " + "; ".join(
                     f"{r.id} {r.chapter}/{r.ours}/{r.tolerance}/{r.match}" for r in timed.itertuples()))
+                if rows:
+                    lines.append("  " + beside_the_waits(t1 - t0, cpu, rows, int(jobs)))
                 print("\n".join(lines), flush=True)
+
+
+def beside_the_waits(wall: float, cpu: float, rows: list[dict], jobs: int) -> str:
+    """A ``make chapter`` run beside what bounds it: the waits the chapter prescribes (each notebook's, as measured
+    alone), the longest notebook's own run, and its CPU over the cores it may use."""
+    waits = {r["name"][:2]: r["waits"] for r in rows if r["waits"] >= 0.05}
+    longest = max(rows, key=lambda r: r["run_all"] + r["kernel"])
+    cores = min(jobs, os.cpu_count() or 1)
+    return (f"beside the waits: {wall:.1f} s; the waits the chapter prescribes {sum(waits.values()):.1f} s in all ("
+            + ", ".join(f"{k}: {v:.1f}" for k, v in waits.items())
+            + f"), the longest notebook alone ({longest['name'][:2]}) {longest['run_all'] + longest['kernel']:.1f} s; "
+              f"CPU {cpu:.1f} s over {cores} core{'s' if cores > 1 else ''}: {cpu / cores:.1f} s at the least; beyond "
+              f"the waits {wall - sum(waits.values()):.1f} s")
 
 
 def main(argv=None) -> int:
@@ -271,12 +288,12 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="runs of each notebook (medians shown)")
     args = p.parse_args(argv)
     paths = [Path(n) for n in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    rows: list[dict] = []
     if not args.no_notebooks:
         print(f"one fresh kernel per notebook, one after another; load average {os.getloadavg()[0]:.2f}, "
               f"{os.cpu_count()} cores")
         print(f"{'notebook':28s} {'kernel':>6s} {'run all':>7s} {'waits':>6s} {'beyond':>6s} {'CPU':>5s} "
               f"{'reqs':>5s} {'prov.':>6s}  slowest cells (index: s); its waits")
-        rows = []
         for path in paths:
             runs = [asyncio.run(measure(path, profile=bool(args.profile))) for _ in range(args.repeats)]
             m = {k: statistics.median(r[k] for r in runs) if isinstance(runs[0][k], float) else runs[-1][k]
@@ -294,7 +311,7 @@ def main(argv=None) -> int:
               f"{sum(r['cpu'] for r in rows):5.1f} {sum(r['requests'] for r in rows):5d} "
               f"{sum(r['busy'] for r in rows):6.1f}; load average {os.getloadavg()[0]:.2f} at the end")
     if args.chapter:
-        chapter(args.repeats, args.jobs.split(","))
+        chapter(args.repeats, args.jobs.split(","), rows=None if args.no_notebooks else rows)
     return 0
 
 

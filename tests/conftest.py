@@ -63,6 +63,7 @@ HEAVIEST = (
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them[12-",
     "tests/test_local_model.py",
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them[09-",
+    "tests/test_executed.py",
     "tests/test_loaded.py",
     "tests/test_crash.py",
     "notebooks/12-",

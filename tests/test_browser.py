@@ -13,7 +13,13 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
   Stop pressed while a slider re-runs (09's Stop time): the line says it was stopped, the plot stays;
 * a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
   language, and its glossary link opening the glossary beside it;
-* every notebook closed with File > Close and Shut Down Notebook…: its kernel gone, none left at the end.
+* every notebook closed with File > Close and Shut Down Notebook…: its kernel gone, none left at the end;
+* JupyterLab started as `make lab` starts it (``harness_lib.chapter.lab``): no page ever shows the "get notified
+  about official Jupyter news?" prompt, and no page makes a request outside 127.0.0.1 (nor asks JupyterLab's
+  server for the news or an update, which the server would fetch from the internet);
+* a reader's session in a git clone (``test_a_readers_session_leaves_git_only_the_notebook_saved``): a notebook
+  edited, saved and run, then closed: ``git status --porcelain`` lists that notebook and nothing else (no
+  ``.ipynb_checkpoints/``, nothing else the session wrote).
 
 The notebooks run three at once, in three pages of the browser, each page opening one notebook after another
 (File > Open from Path…), 12's live model first (see TABS). A screenshot of each step is kept when a step
@@ -31,9 +37,9 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -60,40 +66,38 @@ def _missing() -> list[str]:
 
 
 # -- JupyterLab, started by the test ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def _needs_the_browser() -> None:
     missing = _missing()
     if missing:
         message = "the browser test needs " + " and ".join(missing)
         if os.environ.get("CI") == "true":
             pytest.fail(message + " (CI=true: not skipped)")
         pytest.skip(message)
-    root = tmp_path_factory.mktemp("lab")
-    project = root / "project"
-    shutil.copytree(ROOT / "notebooks", project / "notebooks")
-    # No news or update check: nothing may reach the network, and no toast may cover the notebook.
-    settings = root / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
-                                                                            "checkForUpdates": False}))
-    # Every cell in the DOM (no windowing), so that every output can be checked, on screen or not.
+
+
+@contextlib.contextmanager
+def _jupyterlab(root: Path, project: Path):
+    """JupyterLab as `make lab` starts it (``harness_lib.chapter.lab``: its folder, the news and update checks off),
+    over ``project``'s notebooks, on a free port with a token of its own; its settings, workspaces and runtime files
+    under ``root``, never the user's. The settings folder holds one setting of the test's own: every cell in the
+    DOM (no windowing), so that every output can be checked, on screen or not."""
+    from harness_lib.chapter import lab as make_lab
+
     notebook_settings = root / "settings" / "@jupyterlab" / "notebook-extension"
     notebook_settings.mkdir(parents=True)
     (notebook_settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     token = secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
-           "JUPYTER_PLATFORM_DIRS": "1", "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")}
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={project}",
-               f"--LabApp.user_settings_dir={root / 'settings'}", f"--LabApp.workspaces_dir={root / 'workspaces'}",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")  # CI containers run as root
+    env = {**make_lab.environment(), "JUPYTER_CONFIG_DIR": str(root / "config"),
+           "JUPYTER_RUNTIME_DIR": str(root / "runtime"), "JUPYTER_PLATFORM_DIRS": "1"}
+    folder, _ = make_lab.opens(project)
+    command = make_lab.command(folder, "en", project, options=[
+        "--no-browser", "--ServerApp.port=0", f"--IdentityProvider.token={token}",
+        f"--LabApp.user_settings_dir={root / 'settings'}", f"--LabApp.workspaces_dir={root / 'workspaces'}"])
     log = open(root / "jupyterlab.log", "w")
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = _server_url(root / "runtime", server, root / "jupyterlab.log")
-        yield {"url": url, "token": token, "project": project, "log": root / "jupyterlab.log"}
+        yield {"url": url, "token": token, "project": project, "log": root / "jupyterlab.log", "requests": []}
     finally:
         server.terminate()
         try:
@@ -102,6 +106,17 @@ def lab(tmp_path_factory):
             server.kill()
             server.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    _needs_the_browser()
+    root = tmp_path_factory.mktemp("lab")
+    project = root / "project"
+    shutil.copytree(ROOT / "notebooks", project / "notebooks")
+    shutil.copytree(ROOT / "lab", project / "lab")
+    with _jupyterlab(root, project) as lab:
+        yield lab
 
 
 def _server_url(runtime: Path, server: subprocess.Popen, log: Path) -> str:
@@ -184,7 +199,8 @@ def steps():
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def browser():
+    _needs_the_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -200,8 +216,26 @@ def _tabs(lab, browser, steps, n: int) -> list[Tab]:
     for _ in range(n):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
+        page.context.on("request", lambda request: lab["requests"].append(request.url))   # its workers' too
         tabs.append(Tab(lab, page, steps))
     return tabs
+
+
+NEWS_PROMPT = "get notified about official Jupyter news"
+ASKS_THE_INTERNET = ("/lab/api/news", "/lab/api/update")   # JupyterLab's server fetches these from the internet
+
+
+def _offline(lab, pages) -> None:
+    """No page shows the news prompt, and every request went to 127.0.0.1, none of them for the news or an update."""
+    for page in pages:
+        assert page.get_by_text(NEWS_PROMPT).count() == 0, "JupyterLab asks whether to fetch the Jupyter news"
+    requests = lab["requests"]
+    assert requests, "no request was recorded: the check would pass whatever the pages did"
+    outside = sorted({u for u in requests if urllib.parse.urlsplit(u).hostname not in ("127.0.0.1", None)
+                      and not u.startswith(("data:", "blob:", "about:"))})
+    assert not outside, f"requests outside 127.0.0.1: {outside[:5]}"
+    asked = sorted({u.split("?")[0] for u in requests if urllib.parse.urlsplit(u).path.endswith(ASKS_THE_INTERNET)})
+    assert not asked, f"the page asked JupyterLab's server to fetch from the internet: {asked}"
 
 
 # -- waiting, shared between the pages --------------------------------------------------------------------
@@ -255,10 +289,11 @@ def _load(tab: Tab):
 
 
 def _open(tab: Tab, name: str):
-    """Open ``notebooks/name`` as a reader does (File > Open from Path…) and wait for its kernel to be idle."""
+    """Open ``name`` (a path in the folder JupyterLab opens) as a reader does (File > Open from Path…) and wait for
+    its kernel to be idle."""
     page = tab.page
     _menu(page, "File", "Open from Path…")
-    page.locator(".jp-Dialog input").fill(f"notebooks/{name}")
+    page.locator(".jp-Dialog input").fill(name)
     page.keyboard.press("Enter")
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
     # The indicator reads "idle" once before the kernel even starts: wait for the kernel's name too.
@@ -281,7 +316,7 @@ def _close(tab: Tab, name: str):
     page.locator(".jp-Dialog .jp-mod-accept").click()
     yield from _until(lambda: page.locator(".jp-NotebookPanel").count() == 0, 30, "the notebook did not close")
     yield from _until(lambda: not [s for s in _api(tab.lab, "GET", "/api/sessions")
-                                   if s["path"] == f"notebooks/{name}"], 30, "its kernel was not shut down")
+                                   if s["path"] == name], 30, "its kernel was not shut down")
 
 
 def _menu(page, menu: str, item: str):
@@ -535,6 +570,63 @@ def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, browser, steps)
     assert len(NOTEBOOKS) == 16
     first = [p for prefix in FIRST for p in NOTEBOOKS if p.stem.startswith(prefix)]
     queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED
-    _interleave(_lane(tab, queue) for tab in _tabs(lab, browser, steps, TABS))
+    tabs = _tabs(lab, browser, steps, TABS)
+    _interleave(_lane(tab, queue) for tab in tabs)
     assert _api(lab, "GET", "/api/sessions") == [], "kernels left running after every notebook was closed"
+    _offline(lab, [tab.page for tab in tabs])
     steps.passed = True
+
+
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=reader", "-c", "user.email=reader@localhost", *args], cwd=project,
+                          check=True, capture_output=True, text=True).stdout
+
+
+def test_a_readers_session_leaves_git_only_the_notebook_saved(browser, tmp_path):
+    """What issue 37 found: `make lab NOTEBOOKS=bg`, open 03, edit, save, Run All: git then showed
+    notebooks/bg/.ipynb_checkpoints/ untracked. In a clone (the notebooks, lab/ and .gitignore committed), a
+    notebook edited, saved (a checkpoint is written), run and closed unsaved leaves that notebook modified and
+    nothing else, in notebooks/ or beside it."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "notebooks", project / "notebooks")
+    shutil.copytree(ROOT / "lab", project / "lab")
+    shutil.copy(ROOT / ".gitignore", project / ".gitignore")
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "the reference")
+    assert _git(project, "status", "--porcelain") == ""
+    name = "bg/03-budget.ipynb"
+    steps = Steps(tmp_path / "shots")
+    steps.folder.mkdir()
+    with _jupyterlab(tmp_path / "lab", project) as lab:
+        (tab,) = _tabs(lab, browser, steps, 1)
+        page = tab.page
+
+        def session():
+            with tab.step("load JupyterLab"):
+                yield from _load(tab)
+            with tab.step(f"{name}: edit the budgets, save, Run All"):
+                yield from _open(tab, name)
+                _set_source(page, _cell(page, "BUDGETS ="), "BUDGETS = 0.01\nSWEEP = 10")
+                page.keyboard.press("Control+s")
+                yield from _until(lambda: page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, 30,
+                                  "the notebook was not saved")
+                _menu(page, "Run", "Run All Cells")
+                yield from _until_run(page)
+                assert page.locator(ERROR_OUTPUT).count() == 0, page.locator(ERROR_OUTPUT).all_inner_texts()[:2]
+            with tab.step(f"{name}: close it unsaved"):
+                _menu(page, "File", "Close and Shut Down Notebook…")
+                page.locator(".jp-Dialog .jp-mod-accept").click()   # "Close and shut down" of the running kernel
+                dialog = page.locator(".jp-Dialog button", has_text=re.compile("^(Discard|Don.t Save)$"))
+                yield from _until(lambda: dialog.count() > 0 or page.locator(".jp-NotebookPanel").count() == 0, 30,
+                                  "the notebook did not close")
+                if dialog.count():
+                    dialog.first.click()
+                yield from _until(lambda: not _api(lab, "GET", "/api/sessions"), 30, "its kernel was not shut down")
+
+        _interleave([session()])
+        assert list((project / "notebooks" / "bg").glob(".ipynb_checkpoints/*")), \
+            "no checkpoint was written: the check below would pass whatever .gitignore said"
+        _offline(lab, [page])
+    assert _git(project, "status", "--porcelain", "--untracked-files=all").splitlines() == [
+        " M notebooks/bg/03-budget.ipynb"]

@@ -121,18 +121,22 @@ def test_every_experiment_names_its_figures_measured(url):
 
 
 def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path, capsys):
-    """Notebook 15 closes on the report's tally (reports/chapter.csv): `make chapter` runs every other notebook,
-    writes the report, then runs 15, so that what 15 shows is the report written beside it; the report
-    measures section 15 itself, and names 15's time too."""
-    from harness_lib.chapter import notebooks
-
+    """Notebook 15 closes on the report's tally (chapter.csv): `make chapter` runs every other notebook, writes the
+    report beside them, then runs 15, so that what 15 shows is the report written beside it; the report measures
+    section 15 itself, and names 15's time too. All of it in the run's own copy (executed/.staging), moved into
+    executed/ at the end: the committed notebooks and reports/ are not touched."""
     monkeypatch.chdir(tmp_path)
     names = ["00-scripted-provider.ipynb", "14-libraries.ipynb", "15-what-is-left.ipynb"]
-    monkeypatch.setattr(notebooks, "every_notebook", lambda: [Path("notebooks") / n for n in names])
+    (tmp_path / "notebooks").mkdir()
+    for name in names:
+        shutil.copy(ROOT / "notebooks" / name, tmp_path / "notebooks" / name)
+    shutil.copytree(ROOT / "locale", tmp_path / "locale")
+    staging = tmp_path / "executed" / ".staging"
     calls = []
 
     def executed(timings, paths):
-        calls.append(([p.name for p in paths], (tmp_path / "reports" / "chapter.csv").exists()))
+        calls.append(([p.name for p in paths], {p.parent for p in paths},
+                      (staging / "reports" / "chapter.csv").exists()))
         timings.update({f"notebook {p.name}": 0.1 for p in paths})
         return {}, set()
 
@@ -143,15 +147,22 @@ def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(report, "executed_notebooks", executed)
     monkeypatch.setattr(report, "measure_all", measure)
     monkeypatch.setattr(report, "section_12_live", lambda: None)
+    before = {p: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
     assert report.main(execute=True) == 0
-    assert calls == [(names[:2], False), (names[2:], True)]
-    text = (tmp_path / "reports" / "chapter.md").read_text()
+    copy = staging.relative_to(tmp_path) / "notebooks"
+    assert calls == [(names[:2], {copy}, False), (names[2:], {copy}, True)]
+    text = (tmp_path / "executed" / "reports" / "chapter.md").read_text()
     assert "| notebook 15-what-is-left.ipynb |" in text and text.index("notebook 15") < text.index("| total |")
     assert "2 of 13 chapter figures reproduced exactly (1 of them repeats of earlier figures)" in text
-    # What `make chapter` prints (issue 22 item 8): a line a step (the notebooks' are theirs) and the tally, no table.
+    assert not (tmp_path / "reports").exists() and not staging.exists()
+    assert {p: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()} == before
+    assert sorted(p.name for p in (tmp_path / "executed" / "notebooks" / "bg").iterdir()) == names
+    # What `make chapter` prints (issue 22 item 8): a line a step (the notebooks' are theirs), the translations,
+    # where the run went and, last, the tally; no table.
     out = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in out] == ["figures", "reports/chapter.md:"], out
-    assert out[-1].startswith("reports/chapter.md: 2 of 13 chapter figures reproduced exactly"), out
+    assert [line.split()[0] for line in out] == ["figures", "bg:", "hu:", "executed/notebooks:",
+                                                  "executed/reports/chapter.md:"], out
+    assert out[-1].startswith("executed/reports/chapter.md: 2 of 13 chapter figures reproduced exactly"), out
 
 
 def test_the_report_counts_section_14_without_a_notebook_measuring_it(url):

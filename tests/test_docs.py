@@ -73,7 +73,8 @@ def test_no_page_names_a_commit():
 
 def _readme_tally() -> str:
     text = README.read_text(encoding="utf-8")
-    found = re.search(r"`make chapter` ends with one line; on this machine it reads\s*`([^`]+)`", text)
+    found = re.search(r"its last line is the tally, after the report's name; on this machine the tally "
+                      r"reads\s*`([^`]+)`", text)
     assert found, "the README no longer quotes make chapter's last line"
     return found.group(1)
 

@@ -345,6 +345,62 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
     assert not notebooks._RUNNING
 
 
+STOPPED_CLIENTS = r"""
+import atexit, signal, sys, threading
+import nbclient
+from harness_lib.chapter import notebooks
+from harness_lib.chapter.nbformat_fast import nbformat
+
+class Client:   # nbclient's NotebookClient, as far as its cleanup at exit goes
+    def __init__(self, nb, km=None, **kwargs):
+        self.km = km
+
+    def _cleanup_kernel(self):   # at exit: the kernel was stopped already (or died): nothing of it may run
+        print("a stopped notebook's cleanup ran at exit", file=sys.stderr, flush=True)
+        assert self.km is not None, "on a kernel manager let go of"
+
+    def execute(self):
+        atexit.register(self._cleanup_kernel)   # as nbclient's async_setup_kernel does, before the kernel starts
+        if sys.argv[1] == "dies":   # the kernel died as it started (its manager shut it down: Ctrl-C): nbclient's
+            self.km = None          # own cleanup ran, and the exception leaves its registration behind
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        both.wait()                 # "stuck": deaf to its kernel's end, its thread outlives the Ctrl-C and the process
+        threading.Event().wait()
+
+both = threading.Barrier(3, timeout=10)
+nbclient.NotebookClient = Client
+path = sys.argv[2]
+nbformat.write(nbformat.v4.new_notebook(), path)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+if sys.argv[1] == "stuck":   # one Ctrl-C, once both notebooks run
+    threading.Thread(target=lambda: (both.wait(), signal.pthread_kill(threading.main_thread().ident,
+                                                                        signal.SIGINT)), daemon=True).start()
+try:
+    notebooks.execute_all([path, path], jobs=2)
+except (KeyboardInterrupt, RuntimeError) as e:
+    print(type(e).__name__, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["dies", "stuck"])
+def test_a_stopped_notebooks_client_leaves_no_cleanup_to_fail_at_exit(tmp_path, how):
+    """nbclient registers each client's kernel cleanup with atexit, and leaves it registered when the kernel dies as
+    it starts, or while the client's thread is still running when Ctrl-C's handling returns; at exit it then failed
+    on a kernel manager the client had let go of: `make chapter` stopped with Ctrl-C printed an AssertionError's
+    traceback (seen in the clone test of tests/test_executed.py). execute drops its client's cleanup however it ends,
+    and execute_all those of the clients still running when it stops them: a process that ends then prints none."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED_CLIENTS)
+    done = subprocess.run([sys.executable, str(script), how, str(tmp_path / "n.ipynb")], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    said = "RuntimeError" if how == "dies" else "KeyboardInterrupt"
+    assert done.stdout == said + "\n" and done.stderr == "" and done.returncode == 0, (done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize("value, jobs", [("", None), ("1", 1), ("3", 3), ("0", ValueError), ("two", ValueError),
                                          ("-1", ValueError)])
 def test_the_number_of_notebooks_run_at_once(monkeypatch, value, jobs):

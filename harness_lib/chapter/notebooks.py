@@ -3,6 +3,10 @@
     python -m harness_lib.chapter.notebooks                  # every notebooks/*.ipynb
     python -m harness_lib.chapter.notebooks notebooks/01-loop.ipynb
 
+That command is the maintainer's, for a notebook just changed (``make notebooks`` refreshes them all, with the
+report and the translations; ``make chapter`` executes copies, never these). Notebook 12's recorded live section is
+kept unless the local model ran (``s12_local_model.keep_recorded_live``).
+
 Each notebook runs in its own ``python3`` kernel with ``notebooks/`` as its working directory. Outputs are
 kept; what changes on every run without meaning anything (execution timestamps, widget state) is not
 written, so re-executing an unchanged notebook changes only what its code really computed anew. A widget's
@@ -12,6 +16,7 @@ output keeps only its text form: the model it points to lives in the kernel that
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -65,8 +70,17 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     with _kernel(kernel_name) as km:
-        NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name, record_timing=False,
-                       resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
+        client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name, record_timing=False,
+                                resources={"metadata": {"path": str(path.parent.resolve())}})
+        _CLIENTS.add(client)
+        try:
+            client.execute()
+        finally:
+            _CLIENTS.discard(client)
+            # nbclient registers a kernel cleanup to run at exit, and leaves it registered when the kernel dies as it
+            # starts (stopped by Ctrl-C, say); at exit it then failed on the kernel manager it had let go of, with a
+            # traceback. The kernel is this function's to stop (``_kernel``): the client's cleanup goes.
+            atexit.unregister(client._cleanup_kernel)
     seconds = time.perf_counter() - started
     nb.metadata["kernelspec"] = kernelspec(kernel_name)
     nbformat.write(strip(nb), path)
@@ -74,6 +88,7 @@ def execute(path: str | Path, timeout: int = 600, kernel_name: str = "python3") 
 
 
 _RUNNING: set = set()   # the kernel managers of the notebooks executing now (execute_all stops them on Ctrl-C)
+_CLIENTS: set = set()   # and their nbclient clients, each with a cleanup registered to run at exit (see execute_all)
 
 
 @contextlib.contextmanager
@@ -95,11 +110,12 @@ def _kernel(kernel_name: str):
                 km.shutdown_kernel(now=True)
 
 
-def every_notebook() -> list[Path]:
-    """``notebooks/*.ipynb``, in order (00 first); an error saying where to run from when there are none."""
-    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+def every_notebook(folder: Path = NOTEBOOKS) -> list[Path]:
+    """``notebooks/*.ipynb`` (or ``folder``'s), in order (00 first); an error saying where to run from when there
+    are none."""
+    paths = sorted(Path(folder).glob("*.ipynb"))
     if not paths:
-        raise FileNotFoundError(f"no notebooks in {NOTEBOOKS.resolve()}: the notebooks come with the project, not "
+        raise FileNotFoundError(f"no notebooks in {Path(folder).resolve()}: the notebooks come with the project, not "
                                 "the installed package; run this from the project's folder")
     return paths
 
@@ -171,10 +187,20 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
         for t in threads:   # those that hear their kernel end, end; the others are left to the exit
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
+        # A client whose thread is left to the exit keeps the cleanup nbclient registered with atexit, which would
+        # run at exit on a kernel manager it may have let go of already, and print a traceback: the kernels are
+        # stopped above, so that cleanup has nothing left to do, now or if its thread registers it later.
+        for client in list(_CLIENTS):
+            atexit.unregister(client._cleanup_kernel)
+            client._cleanup_kernel = _nothing
         raise
     if failed:
         raise failed[0]
     return {p.name: times[p.name] for p in paths}
+
+
+def _nothing() -> None:
+    """A stopped notebook's client's cleanup at exit (execute_all): its kernel was stopped already."""
 
 
 JOBS_ENV = "HARNESS_CHAPTER_JOBS"
@@ -192,8 +218,15 @@ def default_jobs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .s12_local_model import NOTEBOOK, keep_recorded_live
+
     argv = sys.argv[1:] if argv is None else argv
-    times = execute_all(argv or None, say=lambda line: print(line, flush=True))
+    paths = [Path(p) for p in argv] or every_notebook()
+    recorded = {p: p.read_text(encoding="utf-8") for p in paths if p.name == NOTEBOOK}
+    times = execute_all(paths, say=lambda line: print(line, flush=True))
+    for path, text in recorded.items():   # the only record of a real model's run, unless the model ran now
+        if keep_recorded_live(path, text):
+            print(f"{path}: the local model did not run here: its recorded live section kept")
     print(timing_line("total", sum(times.values())))
     return 0
 

@@ -276,6 +276,45 @@ def section_12_live() -> dict:
 
 # -- what the model read, and what it read before our chat format (issue 21) ------------------------------------
 
+# -- the committed notebook's record of the live run ---------------------------------------------------------
+NOTEBOOK = "12-local-model.ipynb"
+LIVE = "live12"   # the variable the notebook's live section reads: a code cell that names it is of that section
+NOT_RUN = "Not run here:"   # what the section's first cell prints when the local model is missing
+
+
+def live_cells(nb) -> list:
+    """The code cells of notebook 12's live section: those that read ``live12``, the local model's run."""
+    return [c for c in nb.cells if c.cell_type == "code" and LIVE in c.source]
+
+
+def ran_live(nb) -> bool:
+    """Whether the executed notebook ``nb`` holds a run of the local model: its live section's first cell printed a
+    run, not "Not run here: ..."."""
+    cells = live_cells(nb)
+    if not cells or not cells[0].get("outputs"):
+        return False
+    texts = ["".join(o.get("text", "")) for o in cells[0].outputs if o.get("output_type") == "stream"]
+    return not any(t.startswith(NOT_RUN) for t in texts)
+
+
+def keep_recorded_live(path, recorded: str) -> bool:
+    """Notebook 12 at ``path`` was just executed; ``recorded`` is the text it had before. When the local model did
+    not run now and the notebook held a run of it, the live section's outputs are put back as they were (that run
+    is the only record of a real model's); True when they were. Cells are matched by id."""
+    from .nbformat_fast import nbformat
+
+    executed = nbformat.read(path, as_version=4)
+    before = nbformat.reads(recorded, as_version=4)
+    if ran_live(executed) or not ran_live(before):
+        return False
+    outputs = {c.id: c.outputs for c in live_cells(before)}
+    for cell in live_cells(executed):
+        if cell.id in outputs:
+            cell.outputs = outputs[cell.id]
+    nbformat.write(executed, path)
+    return True
+
+
 BEFORE_CSV = "local_model_builtin_format.csv"
 BEFORE_LABEL = ("recorded on this project's two-core machine with llama-cpp-python 0.3.36's own chat format "
                 "(chatml-function-calling), before the harness's format: not run here")

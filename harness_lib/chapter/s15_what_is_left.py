@@ -197,10 +197,21 @@ CATEGORIES = (EXACT, WITHIN, OTHER_MACHINE, NOT_HERE, OTHER_MODEL, OFFLINE, DIFF
 REPORT_COLUMNS = {"section", "id", "match"}
 
 
-def report_tally(path: Path = REPORT) -> tuple[pd.DataFrame | None, str]:
-    """The last report's figures (``make chapter`` writes ``reports/chapter.csv``) counted by section and by
-    category, and its tally line; without a readable report, no table and one line saying so."""
-    path = Path(path)
+def report_path(here: Path | None = None) -> Path:
+    """The report beside the notebooks a kernel runs in (its working folder, ``here``): ``reports/chapter.csv``
+    one folder up from ``notebooks/`` or two from ``notebooks/bg``, so the committed notebooks read the committed
+    report and the reader's executed copies (``executed/notebooks``) the reader's own; else the project's."""
+    here = Path.cwd() if here is None else Path(here)
+    for folder in (here.parent, here.parent.parent):
+        if (folder / "reports" / "chapter.csv").is_file():
+            return folder / "reports" / "chapter.csv"
+    return REPORT
+
+
+def report_tally(path: Path | None = None) -> tuple[pd.DataFrame | None, str]:
+    """The last report's figures (``make chapter`` writes ``chapter.csv``, ``report_path`` finds it) counted by
+    section and by category, and its tally line; without a readable report, no table and one line saying so."""
+    path = report_path() if path is None else Path(path)
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
