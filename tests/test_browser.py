@@ -567,7 +567,7 @@ def _lane(tab: Tab, queue: list[Path]):
 
 # -- the test --------------------------------------------------------------------------------------------
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, browser, steps):
-    assert len(NOTEBOOKS) == 16
+    assert len(NOTEBOOKS) == 17
     first = [p for prefix in FIRST for p in NOTEBOOKS if p.stem.startswith(prefix)]
     queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED
     tabs = _tabs(lab, browser, steps, TABS)

@@ -29,7 +29,15 @@ def chapter() -> int:
     return main(execute=True, reference=True)
 
 
-STEPS = {"the notebooks, the report and the translations": chapter}
+def exercises() -> int:
+    """The exercise notebooks made again from the section notebooks just refreshed: written, executed, translated
+    (``harness_lib.chapter.exercises``)."""
+    from .exercises import main
+
+    return main([])
+
+
+STEPS = {"the notebooks, the report and the translations": chapter, "the exercise notebooks": exercises}
 SEAM = ("LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY")   # a reader's server: the chapter is the chapter unless --live
 
 
