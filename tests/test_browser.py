@@ -13,6 +13,9 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
   Stop pressed while a slider re-runs (09's Stop time): the line says it was stopped, the plot stays;
 * a translated notebook in each language (notebooks/bg, notebooks/hu): Run All as above, its title in its
   language, and its glossary link opening the glossary beside it;
+* an exercise (notebooks/exercises/02): Run All before a line is written goes on past the cells the stub breaks,
+  its check says "not written yet" in one line; a wrong piece typed into the cell that says YOUR CODE HERE and its
+  check run: the hint names the mistake; the piece fixed: every case passes;
 * every notebook closed with File > Close and Shut Down Notebook…: its kernel gone, none left at the end;
 * JupyterLab started as `make lab` starts it (``harness_lib.chapter.lab``): no page ever shows the "get notified
   about official Jupyter news?" prompt, and no page makes a request outside 127.0.0.1 (nor asks JupyterLab's
@@ -546,6 +549,46 @@ def _translated(tab: Tab, path: Path, name: str):
         glossary.locator(".lm-TabBar-tabCloseIcon").click()
 
 
+EXERCISE = ROOT / "notebooks" / "exercises" / "02-turn-cap.ipynb"
+
+
+def _exercise(tab: Tab, path: Path, name: str):
+    """An exercise, as a reader does it: Run All before writing anything, then a wrong piece typed into the cell that
+    says YOUR CODE HERE and its check run (the hint names the mistake), then the piece fixed (every case passes)."""
+    page = tab.page
+    solution = next(c.source for c in nbformat.read(ROOT / "notebooks" / path.name, as_version=4).cells
+                    if "build" in c.metadata.get("tags", []))
+    wrong = solution.replace('if tally["turns"] >= max_turns:', 'if tally["turns"] > max_turns:')
+    assert wrong != solution
+    with tab.step("exercises/02: Run All before a line is written goes on past the cells the stub breaks"):
+        yield from _open(tab, name)
+        _menu(page, "Run", "Run All Cells")
+        yield from _until_run(page)
+        prompts = _prompts(page)
+        assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), f"cells that did not run: {prompts}"
+        check = _cell(page, "from harness_lib.chapter.checks.s02_turn_cap import check")
+        said = _outputs_text(check).strip().splitlines()   # its Out prompt, [4]:, then the one line
+        assert said[-1] == "not written yet: write `capped_loop` in its cell above, where it says YOUR CODE HERE" \
+            and len(said) <= 2, said
+    with tab.step("exercises/02: a wrong piece typed in: its check names the mistake"):
+        build = _cell(page, solution.split("\n")[0])
+        _set_source(page, build, wrong)
+        _run_cell(page, build)
+        yield from _until_run(page, 30)
+        _run_cell(page, check)
+        yield from _until_run(page, 60)
+        text = _outputs_text(check)
+        assert re.search(r"\b(\d|10) of 11 cases pass", text) and "one turn past the cap" in text, text[-600:]
+    with tab.step("exercises/02: the piece fixed: every case passes"):
+        _set_source(page, build, solution)
+        _run_cell(page, build)
+        yield from _until_run(page, 30)
+        _run_cell(page, check)
+        yield from _until_run(page, 60)
+        text = _outputs_text(check)
+        assert "11 of 11 cases pass" in text and "✗" not in text, text[-600:]
+
+
 READER = {"02-turn-cap": _turn_cap, "03-budget": _budget, "09-cancellation": _cancellation}
 # The first translated notebook of each language.
 TRANSLATED = [sorted((ROOT / "notebooks" / language).glob("*.ipynb"))[0] for language in ("bg", "hu")]
@@ -559,7 +602,8 @@ def _lane(tab: Tab, queue: list[Path]):
     while queue:
         path = queue.pop(0)
         name = path.relative_to(ROOT / "notebooks").as_posix()
-        script = _translated if path in TRANSLATED else READER.get(path.stem, _just_run_all)
+        script = _translated if path in TRANSLATED else _exercise if path == EXERCISE else \
+            READER.get(path.stem, _just_run_all)
         yield from script(tab, path, name)
         with tab.step(f"{name}: Close and Shut Down Notebook"):
             yield from _close(tab, name)
@@ -569,7 +613,7 @@ def _lane(tab: Tab, queue: list[Path]):
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, browser, steps):
     assert len(NOTEBOOKS) == 17
     first = [p for prefix in FIRST for p in NOTEBOOKS if p.stem.startswith(prefix)]
-    queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED
+    queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED + [EXERCISE]
     tabs = _tabs(lab, browser, steps, TABS)
     _interleave(_lane(tab, queue) for tab in tabs)
     assert _api(lab, "GET", "/api/sessions") == [], "kernels left running after every notebook was closed"
