@@ -38,6 +38,7 @@ from typing import Any, Awaitable, Callable
 
 import pandas as pd
 
+from .language import N_, Text, _
 from .stop_button import check as stop_pressed
 from .stop_button import whole
 
@@ -76,7 +77,8 @@ class Field:
         e, y = expected.get(self.key), yours.get(self.key)
         if self.describe is not None:
             return self.describe(e, y)
-        return f"{self.label or self.key}: expected {_plain(e)}, yours {_plain(y)}"
+        return _("{field}: expected {expected}, yours {yours}").format(field=_(self.label or self.key),
+                                                                      expected=_plain(e), yours=_plain(y))
 
 
 def _plain(value) -> str:
@@ -199,6 +201,7 @@ async def _end(thread: threading.Thread, inside: dict) -> bool:
 
 
 CPYTHON = sys.implementation.name == "cpython"
+NOT_WRITTEN = N_("not written yet: write `{name}` in its cell above, where it says YOUR CODE HERE")
 _ENDING: ContextVar[threading.Event | None] = ContextVar("checking_case_ending", default=None)
 
 
@@ -258,7 +261,7 @@ class Report:
 
     @property
     def tally(self) -> str:
-        return f"{self.passed} of {self.total} cases pass"
+        return _("{passed} of {total} cases pass").format(passed=self.passed, total=self.total)
 
     def frame(self) -> pd.DataFrame:
         def summary(values: dict | None, row: Row) -> str:   # the fields the case has (its expected answer's)
@@ -268,13 +271,14 @@ class Report:
         def yours(row: Row) -> str:
             ran = row.ran
             if row.passed:
-                return "the same"
+                return _("the same")
             return summary(ran.fields, row) if ran.fields is not None else (ran.raised or ran.hung or "")
 
-        rows = [{"case": row.case.name, "expected": summary(row.expected, row), "yours": yours(row),
-                 "pass": "✓" if row.passed else "✗"} for row in self.rows]
-        rows += [{"case": case, "expected": "", "yours": "not run", "pass": ""} for case in self.not_run]
-        return pd.DataFrame(rows, columns=["case", "expected", "yours", "pass"]).set_index("case")
+        columns = [_("case"), _("expected"), _("yours"), _("pass")]
+        rows = [dict(zip(columns, (_(row.case.name), summary(row.expected, row), yours(row),
+                                   "✓" if row.passed else "✗"))) for row in self.rows]
+        rows += [dict(zip(columns, (_(case), "", _("not run"), ""))) for case in self.not_run]
+        return pd.DataFrame(rows, columns=columns).set_index(columns[0])
 
     def lines(self) -> list[str]:
         if self.line is not None:
@@ -315,8 +319,8 @@ class Check:
         first = self.pieces[0]
         for name in self.pieces:
             if not callable(pieces.get(name)):
-                return Report(first, line=f"`{name}` is not a function yet: run the cell above that defines it "
-                                           f"(it is {type(pieces.get(name)).__name__})")
+                return Report(first, line=_("`{name}` is not a function yet: run the cell above that defines it "
+                                            "(it is {kind})").format(name=name, kind=type(pieces.get(name)).__name__))
         if url is None:
             from ..scripted import ScriptedProvider
             url = ScriptedProvider.shared().base_url
@@ -330,8 +334,7 @@ class Check:
             kind, *what = await _in_thread(functools.partial(self.yours, pieces, case, url), case.deadline)
             ran = self._ran(kind, what, files, case)
             if ran.stub is not None:
-                return Report(self.pieces[0], line=f"not written yet: write `{ran.stub}` in its cell above, "
-                                                   f"where it says YOUR CODE HERE")
+                return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
             differs = [f.key for f in self.fields if f.differ(expected, ran.fields)] if ran.fields is not None else []
             report.rows.append(Row(case, expected, ran, differs))
             if ran.hung is not None:
@@ -345,17 +348,19 @@ class Check:
             return Ran(fields=what[0])
         if kind == "hung":
             if what[0]:
-                return Ran(hung=f"still running after {case.deadline:g} s: stopped")
-            return Ran(hung=f"still running after {case.deadline:g} s, and it could not be stopped (it catches "
-                            "every exception sent to it): restart the kernel to end it")
+                return Ran(hung=_("still running after {seconds:g} s: stopped").format(seconds=case.deadline))
+            return Ran(hung=_("still running after {seconds:g} s, and it could not be stopped (it catches every "
+                              "exception sent to it): restart the kernel to end it").format(seconds=case.deadline))
         error = what[0]
         frames = _reader_frames(error.__traceback__, files)
         if isinstance(error, NotImplementedError) and frames:
             return Ran(stub=frames[-1].name)
         if isinstance(error, Shape):
-            return Ran(raised=str(error))
-        where = f" (line {frames[-1].lineno} of `{frames[-1].name}`)" if frames else ""
-        return Ran(raised=f"raised {_one_line(error)}{where}")
+            return Ran(raised=_(error.args[0]) if error.args and isinstance(error.args[0], Text) else str(error))
+        if frames:
+            return Ran(raised=_("raised {error} (line {line} of `{name}`)").format(
+                error=_one_line(error), line=frames[-1].lineno, name=frames[-1].name))
+        return Ran(raised=_("raised {error}").format(error=_one_line(error)))
 
     def _explain(self, report: Report) -> str | None:
         failing = next((row for row in report.rows if not row.passed), None)
@@ -372,7 +377,8 @@ class Check:
         hint = next((h.says for h in self.hints if _safe(h.when, case, failing.expected, yours)), None)
         if hint is None and ran.fields is not None:
             hint = case.point
-        return f"first case that fails: {case.name} ({what})." + (f" Hint: {hint}." if hint else "")
+        said = _("first case that fails: {case} ({what}).").format(case=_(case.name), what=what)
+        return said + (" " + _("Hint: {hint}.").format(hint=_(hint)) if hint else "")
 
 
 def _safe(when, *args) -> bool:
@@ -410,7 +416,8 @@ async def _library(check: Check, case: Case, url: str) -> dict:
 
 # -- helpers the sections' checks share --------------------------------------------------------------------
 def plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+    """``n`` and its noun, in the language spoken: ``one`` and ``many`` are messages (marked ``N_``)."""
+    return f"{n:,} {_(one) if n == 1 else _(many or one + 's')}"
 
 
 def dollars(x) -> str:
@@ -432,10 +439,12 @@ def returned(value, keys: tuple[str, ...], piece: str) -> dict:
     elif value is not None and not isinstance(value, (str, int, float, list, tuple)):
         got = {k: getattr(value, k) for k in keys if hasattr(value, k)}
     else:
-        raise Shape(f"`{piece}` returned {type(value).__name__}: return a dict with {', '.join(keys)}")
+        raise Shape(Text(N_("`{piece}` returned {kind}: return a dict with {keys}"), piece=piece,
+                         kind=type(value).__name__, keys=", ".join(keys)))
     missing = [k for k in keys if k not in got]
     if missing:
-        raise Shape(f"what `{piece}` returned has no {', '.join(repr(k) for k in missing)}")
+        raise Shape(Text(N_("what `{piece}` returned has no {keys}"), piece=piece,
+                         keys=", ".join(repr(k) for k in missing)))
     return {k: got[k] for k in keys}
 
 
@@ -445,8 +454,7 @@ def _stub_one_line(shell, etype, value, tb, tb_offset=None):
     line naming the function to write; raised anywhere else, the usual traceback."""
     frames = [f for f in traceback.extract_tb(tb) if f.filename.startswith(_cell_prefix(shell))]
     if frames and frames[-1].name != "<module>":
-        stb = [f"NotImplementedError: not written yet: write `{frames[-1].name}` in its cell above, "
-               "where it says YOUR CODE HERE"]
+        stb = ["NotImplementedError: " + _(NOT_WRITTEN).format(name=frames[-1].name)]
     else:
         stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
     shell._showtraceback(etype, value, stb)
@@ -475,11 +483,11 @@ one_line_stubs()
 
 # -- the fields most sections compare ----------------------------------------------------------------------
 def _count(n, one: str, many: str | None = None) -> str:
-    return plural(n, one, many) if isinstance(n, int) and not isinstance(n, bool) else f"{one}s={n!r}"
+    return plural(n, one, many) if isinstance(n, int) and not isinstance(n, bool) else f"{_(many or one + 's')}={n!r}"
 
 
 def _tokens(side: str):
-    return lambda n: f"{side} {n:,}" if isinstance(n, int) and not isinstance(n, bool) else f"{side}={n!r}"
+    return lambda n: f"{_(side)} {n:,}" if isinstance(n, int) and not isinstance(n, bool) else f"{_(side)}={n!r}"
 
 
 def _brief(message) -> str:
@@ -487,35 +495,43 @@ def _brief(message) -> str:
         return repr(message)[:60]
     role = message.get("role")
     if role == "tool":
-        return f"the result of {message.get('tool_call_id')} ({str(message.get('content'))[:40]!r})"
+        return _("the result of {id} ({content})").format(id=message.get("tool_call_id"),
+                                                          content=repr(str(message.get("content"))[:40]))
     calls = message.get("tool_calls") or []
     if role == "assistant" and calls:
-        return "a reply asking " + ", ".join(f"{c.get('id')} {c.get('function', {}).get('name')}" for c in calls)
+        return _("a reply asking {calls}").format(
+            calls=", ".join(f"{c.get('id')} {c.get('function', {}).get('name')}" for c in calls))
     return f"{role}: {str(message.get('content'))[:40]!r}"
 
 
 def _transcript_difference(expected, yours) -> str:
     if not isinstance(yours, list):
-        return f"the transcript is {type(yours).__name__}, not a list of messages"
+        return _("the transcript is {kind}, not a list of messages").format(kind=type(yours).__name__)
     for i, (e, y) in enumerate(zip(expected, yours)):
         if e != y:
-            return f"message {i + 1} of the transcript expected {_brief(e)}, yours {_brief(y)}"
+            return _("message {n} of the transcript expected {expected}, yours {yours}").format(
+                n=i + 1, expected=_brief(e), yours=_brief(y))
     if len(yours) > len(expected):
-        extra = len(yours) - len(expected)
-        return f"the transcript has {extra} message(s) too many, from {_brief(yours[len(expected)])}"
-    return f"the transcript lacks {_brief(expected[len(yours)])} (message {len(yours) + 1})"
+        return _("the transcript has {extra} message(s) too many, from {first}").format(
+            extra=len(yours) - len(expected), first=_brief(yours[len(expected)]))
+    return _("the transcript lacks {message} (message {n})").format(message=_brief(expected[len(yours)]),
+                                                                   n=len(yours) + 1)
 
 
-STATUS = Field("status")
-TURNS = Field("turns", show=lambda n: _count(n, "turn"))
-TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, "tool run"), label="tool runs")
-IN = Field("in", show=_tokens("in"), label="input tokens")
-OUT = Field("out", show=_tokens("out"), label="output tokens")
-COST = Field("cost_usd", show=dollars, same=close, label="cost")
-DELETED = Field("deleted", show=lambda d: "deleted " + ", ".join(map(str, d)) if d else "deleted nothing",
-                label="files deleted")
-ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 40 else a[:37] + "..."))
-TRANSCRIPT = Field("messages", show=lambda m: _count(len(m), "message") if isinstance(m, list) else repr(m)[:40],
+STATUS = Field("status", label=N_("status"))
+TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), N_("turns")), label=N_("turns"))
+TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, N_("tool run"), N_("tool runs")), label=N_("tool runs"))
+# TRANSLATORS: "in 3,431": the input tokens of a run, in a check's table
+IN = Field("in", show=_tokens(N_("in")), label=N_("input tokens"))
+# TRANSLATORS: "out 120": the output tokens of a run, in a check's table
+OUT = Field("out", show=_tokens(N_("out")), label=N_("output tokens"))
+COST = Field("cost_usd", show=dollars, same=close, label=N_("cost"))
+DELETED = Field("deleted", show=lambda d: (_("deleted {files}").format(files=", ".join(map(str, d))) if d
+                                           else _("deleted nothing")), label=N_("files deleted"))
+ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 40 else a[:37] + "..."),
+               label=N_("answer"))
+TRANSCRIPT = Field("messages", show=lambda m: (_count(len(m), N_("message"), N_("messages")) if isinstance(m, list)
+                                               else repr(m)[:40]), label=N_("messages"),
                    describe=_transcript_difference, follows=True)
 
 

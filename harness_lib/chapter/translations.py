@@ -82,8 +82,8 @@ def context(path: Path, cell) -> str:
     return f"{path.name}#{cell.id}"
 
 
-def catalogue_path(language: str, locale: Path = LOCALE) -> Path:
-    return locale / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+def catalogue_path(language: str, locale: Path = LOCALE, domain: str = DOMAIN) -> Path:
+    return locale / language / "LC_MESSAGES" / f"{domain}.po"
 
 
 def _message(msgid: str, string: str = "", context: str | None = None, **kwargs) -> Message:
@@ -270,25 +270,72 @@ def _umask() -> int:
     return mask
 
 
+# -- the chapter layer's own messages (harness_lib.chapter.language) ----------------------------------------
+CHAPTER_DOMAIN = "chapter"
+CHAPTER_CODE = Path(__file__).resolve().parent
+KEYWORDS = {"_": None, "N_": None}
+CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's messages\n"
+                  "# (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
+
+
+def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
+    """Every message the chapter layer's code marks, with where it is and the translators' comments."""
+    from babel.messages.extract import extract_from_dir
+
+    pot = Catalog(project=PROJECT, version=_version(), msgid_bugs_address=BUGS, fuzzy=False,
+                  header_comment=CHAPTER_HEADER.format(language="all languages"))
+    found = extract_from_dir(code, method_map=[("**.py", "python")], keywords=KEYWORDS,
+                             comment_tags=("TRANSLATORS:",), strip_comment_tags=True)
+    for filename, lineno, message, comments, context in found:
+        if not message:
+            continue
+        where = (f"harness_lib/chapter/{filename}", None)   # no line numbers: a moved line changes no catalogue
+        if message in pot:
+            pot[message].locations.append(where)
+            pot[message].auto_comments.extend(c for c in comments if c not in pot[message].auto_comments)
+        else:
+            pot.add(message, locations=[where], auto_comments=comments, context=context)
+    for message in pot:
+        if message.id and "{" in message.id:
+            message.flags.add("python-brace-format")
+    return pot
+
+
+def _chapter_merge(old: Catalog, pot: Catalog) -> Catalog:
+    """``old`` brought up to ``pot`` as gettext's msgmerge does (Babel's ``update``): a message whose English
+    changed keeps its old translation, fuzzy, with the English it translated."""
+    old.update(pot, update_header_comment=False, update_creation_date=True)
+    for message in old:
+        message.flags.discard("python-format")
+    return old
+
+
 def extract(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LANGUAGES)) -> list[Path]:
-    """Write the template and bring every language's catalogue up to it; the files that changed."""
-    pot = template(english_notebooks(notebooks))
+    """Write the templates and bring every language's catalogues up to them: the notebooks' markdown
+    (``notebooks.pot``) and the chapter layer's messages (``chapter.pot``); the files that changed."""
+    changed = _extract_domain(template(english_notebooks(notebooks)), DOMAIN, merge, locale, languages)
+    changed += _extract_domain(chapter_template(), CHAPTER_DOMAIN, _chapter_merge, locale, languages)
+    return changed
+
+
+def _extract_domain(pot: Catalog, domain: str, merging, locale: Path, languages) -> list[Path]:
     changed = []
-    pot_path = locale / f"{DOMAIN}.pot"
+    pot_path = locale / f"{domain}.pot"
     if pot_path.exists():
         pot.creation_date = read_catalogue(pot_path).creation_date
     if _write_if_changed(pot_path, pot, "creation_date"):
         changed.append(pot_path)
     for language in languages:
-        path = catalogue_path(language, locale)
+        path = catalogue_path(language, locale, domain)
         if path.exists():
             old = read_catalogue(path, language)
         else:
+            header = HEADER if domain == DOMAIN else CHAPTER_HEADER
             old = Catalog(locale=language, project=PROJECT, fuzzy=False,
-                          header_comment=HEADER.format(language=LANGUAGES.get(language, language)),
+                          header_comment=header.format(language=LANGUAGES.get(language, language)),
                           last_translator="harness-lib contributors",
                           language_team=f"{LANGUAGES.get(language, language)} (harness-lib)")
-        new = merge(old, pot)
+        new = merging(old, pot)
         if _write_if_changed(path, new, "creation_date"):
             changed.append(path)
     return changed
