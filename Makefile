@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml
 
 # The reader's run: copies of the notebooks executed, the report and the translated notebooks (rebuilt from the
 # English ones just executed) written to executed/, ignored by git; no tracked file changes. The notebooks run two
-# at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time.
+# at once on two cores or more; `make chapter HARNESS_CHAPTER_JOBS=1`: one at a time. The Bulgarian and Hungarian
+# notebooks are executed in their language when asked, `make chapter LANGUAGES=bg` (or "bg hu"); otherwise they are
+# the committed ones. Only a value given on make's command line counts (LANGUAGE and LANG are the shell's locale).
+CHAPTER_LANGUAGES := $(if $(filter command line,$(origin LANGUAGES)),$(strip $(LANGUAGES)),)
 chapter: $(STAMP)
-	$(BIN)/python -m harness_lib chapter --execute
+	HARNESS_CHAPTER_LANGUAGES="$(CHAPTER_LANGUAGES)" $(BIN)/python -m harness_lib chapter --execute
 
 # The maintainer's refresh of the committed reference (docs/developing.md): the same run, then its notebooks,
 # reports/ and translated notebooks put over the committed ones; notebook 12's recorded live section kept unless

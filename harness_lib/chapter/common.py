@@ -31,6 +31,7 @@ from ..loop import Options, run
 from ..state import RunState, approve, new_run
 from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
+from .language import _
 from .stop_button import all_or_nothing, check
 
 SCENARIOS_THAT_FINISH = ("plan", "recover", "direct", "repeat", "answer", "destructive", "delete_twice")
@@ -157,10 +158,11 @@ def side_by_side(runs: dict):
 
     rows = {name: as_row(r) for name, r in runs.items()}
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index.name = "run"
+    frame.index.name = _("run")
     kept = [c for c in COMPARED if frame[c].notna().all()]
     differ = [c for c in kept if frame[c].nunique(dropna=False) > 1]
-    print(f"they agree on {', '.join(kept)}" if not differ else f"they DIFFER on {', '.join(differ)}")
+    print(_("they agree on {fields}").format(fields=", ".join(kept)) if not differ else
+          _("they DIFFER on {fields}").format(fields=", ".join(differ)))
     display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
 
 
@@ -173,12 +175,13 @@ def side_by_side_cases(cases: dict):
     from .params import table
 
     frame = pd.concat({case: pd.DataFrame.from_dict({name: as_row(r) for name, r in runs.items()}, orient="index")
-                       for case, runs in cases.items()}, names=["case", "run"])
+                       for case, runs in cases.items()}, names=[_("case"), _("run")])
     kept = [c for c in COMPARED if frame[c].notna().all()]
     differ = {case: [c for c in kept if frame.loc[case, c].nunique(dropna=False) > 1] for case in cases}
     differ = {case: fields for case, fields in differ.items() if fields}
-    print(f"in every case they agree on {', '.join(kept)}" if not differ else
-          "they DIFFER: " + "; ".join(f"{case} on {', '.join(fields)}" for case, fields in differ.items()))
+    print(_("in every case they agree on {fields}").format(fields=", ".join(kept)) if not differ else
+          _("they DIFFER: {cases}").format(cases="; ".join(_("{case} on {fields}").format(
+              case=case, fields=", ".join(fields)) for case, fields in differ.items())))
     display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
 
 

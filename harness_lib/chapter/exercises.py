@@ -182,8 +182,9 @@ def write(root: Path = NOTEBOOKS, only: list[str] | None = None) -> list[Path]:
 
 def translated(root: Path = NOTEBOOKS, locale: Path | None = None) -> dict:
     """The Bulgarian and Hungarian exercise notebooks: {language: {name: (notebook, [Stale...])}}, each the English
-    exercise notebook as executed with its markdown translated (the section notebook's cells have the same ids and
-    text, so their translations serve), made as ``translations.translate`` makes a section notebook's."""
+    exercise notebook with its markdown translated (the section notebook's cells have the same ids and text, so
+    their translations serve) and its setup cell speaking the language, made as ``translations.translate`` makes a
+    section notebook's, to be executed."""
     from . import translations as tr
 
     out: dict = {}
@@ -202,35 +203,40 @@ def translated_stale(root: Path = NOTEBOOKS, locale: Path | None = None) -> list
     problems = []
     for language, made in translated(root, locale).items():
         folder = root / language / FOLDER
+        stamp = tr.catalogue_stamp(language, locale or tr.LOCALE)
         for name, (nb, left) in made.items():
             path = folder / name
             problems += [str(s) for s in left]
             if not left and not path.exists():
                 problems.append(f"{path}: missing: run `python -m harness_lib.chapter.exercises`")
             elif not left:
-                problems += tr.differences(nb, nbformat.read(path, as_version=4), str(path))
+                on_disk = nbformat.read(path, as_version=4)
+                problems += tr.differences(nb, on_disk, str(path), stamp)
+                if tr.unexecuted(on_disk):
+                    problems.append(f"{path}: not executed: run `python -m harness_lib.chapter.exercises`")
         problems += [f"{p}: its English exercise notebook is gone: remove it"
                      for p in sorted(folder.glob("*.ipynb")) if p.name not in made]
     return problems
 
 
-def write_translated(root: Path = NOTEBOOKS, locale: Path | None = None) -> list[Path]:
-    """Write the translated exercise notebooks whose cells are all translated; the paths written."""
-    from .translations import notebook_text
+def write_translated(root: Path = NOTEBOOKS, locale: Path | None = None, again: bool = False) -> list[Path]:
+    """Write and execute the translated exercise notebooks whose cells are all translated and which are not what
+    the English and the catalogues make (all of them, with ``again``); the paths written."""
+    from . import translations as tr
 
-    written = []
+    todo = []
     for language, made in translated(root, locale).items():
         folder = root / language / FOLDER
         folder.mkdir(parents=True, exist_ok=True)
+        stamp = tr.catalogue_stamp(language, locale or tr.LOCALE)
         for name, (nb, left) in made.items():
-            path, text = folder / name, notebook_text(nb)
-            if not left and (not path.exists() or path.read_text(encoding="utf-8") != text):
-                path.write_text(text, encoding="utf-8")
-                written.append(path)
+            path = folder / name
+            if not left and (again or tr.needs_writing(nb, path, stamp)):
+                todo.append((nb, path, stamp))
         for orphan in sorted(folder.glob("*.ipynb")):
             if orphan.name not in made:
                 orphan.unlink()
-    return written
+    return tr.write_and_execute(todo, say=lambda line: print(line, flush=True))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,13 +244,14 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Make the exercise notebooks from the section notebooks.")
     parser.add_argument("notebooks", nargs="*", help="section notebooks' file names (default: every one)")
     parser.add_argument("--check", action="store_true", help="only say which exercise notebooks are stale")
+    parser.add_argument("--again", action="store_true", help="execute every translated exercise notebook again")
     args = parser.parse_args(argv)
     try:
         if args.check:
             problems = stale() + translated_stale()
             print("\n".join(problems) or "every exercise notebook is what its section notebook makes")
             return 1 if problems else 0
-        for path in write(only=[Path(n).name for n in args.notebooks]) + write_translated():
+        for path in write(only=[Path(n).name for n in args.notebooks]) + write_translated(again=args.again):
             print(f"wrote {path}")
     except ExerciseError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -33,14 +33,16 @@ import json
 import pandas as pd
 
 from ..resources import data_path
+from .language import N_, _
 
 DATA = data_path()  # the project's data folder: the chapter's figures, its trace, its local-model table
-EXACT, WITHIN, NOT_HERE, DIFFERS = "exact", "within tolerance", "not reproducible here", "DIFFERS"
-NO_FIGURE = "the chapter has no figure for this value"
+EXACT, WITHIN, NOT_HERE, DIFFERS = N_("exact"), N_("within tolerance"), N_("not reproducible here"), N_("DIFFERS")
+NO_FIGURE = N_("the chapter has no figure for this value")
 COLUMNS = ["figure", "chapter", "ours", "tolerance", "match"]
-OTHER_MODEL = "measured here, another model"
-OTHER_MACHINE = "measured here, another machine"
-OFFLINE = "not reproducible offline"
+HEADERS = (N_("figure"), N_("chapter"), N_("ours"), N_("tolerance"), N_("match"))  # COLUMNS, as a table shows them
+OTHER_MODEL = N_("measured here, another model")
+OTHER_MACHINE = N_("measured here, another machine")
+OFFLINE = N_("not reproducible offline")
 ALWAYS_LISTED = ("unreproducible", "registry")  # listed for their section whether measured or not
 REPEATS = "repeats "  # the tolerance column of a figure the chapter prints a second time: "repeats cap.in8"
 
@@ -90,16 +92,16 @@ def judge(kind: str, chapter: str, ours: str, tolerance: str) -> str:
 def tolerance_text(kind: str, tolerance: str) -> str:
     """What "match" means for a figure, in words: the tolerance every comparison table shows."""
     if kind == "unreproducible":
-        return "needs the chapter's machine"
+        return _("needs the chapter's machine")
     if kind == "registry":
-        return "needs the npm registry as it was on 7 September 2026"
+        return _("needs the npm registry as it was on 7 September 2026")
     if kind == "machine":
-        return "none: another machine and runtime (the chapter's Node 22, this machine's CPython)"
+        return _("none: another machine and runtime (the chapter's Node 22, this machine's CPython)")
     if kind != "time":
-        return f"exact (the chapter printed it first as {tolerance.removeprefix(REPEATS)})" \
-            if tolerance.startswith(REPEATS) else "exact"
+        return _("exact (the chapter printed it first as {figure})").format(figure=tolerance.removeprefix(REPEATS)) \
+            if tolerance.startswith(REPEATS) else _("exact")
     if tolerance.endswith("x"):
-        return f"within {tolerance[:-1]}×"
+        return _("within {times}×").format(times=tolerance[:-1])
     return f"± {tolerance.removesuffix('ms')} ms"
 
 
@@ -153,17 +155,20 @@ def tally(table: pd.DataFrame) -> str:
     exact, within tolerance, not reproducible here and differ are always said."""
     counts = table["match"].value_counts() if "match" in table else pd.Series(dtype=int)
     total = len(table) - counts.get(NO_FIGURE, 0)
-    other = f" ({counts[OTHER_MODEL]} measured here with another model)" if counts.get(OTHER_MODEL) else ""
+    other = (_(" ({n} measured here with another model)").format(n=counts[OTHER_MODEL])
+             if counts.get(OTHER_MODEL) else "")
     again = len(repeats(table.id[table.match == EXACT])) if "id" in table and len(table) else 0
-    line = (f"{counts.get(EXACT, 0)} of {total} chapter figures reproduced exactly"
-            + (f" ({again} of them repeats of earlier figures)" if again else "") + ", "
-            f"{counts.get(WITHIN, 0)} within tolerance, "
-            + (f"{counts[OTHER_MACHINE]} measured here on another machine, " if counts.get(OTHER_MACHINE) else "")
-            + f"{counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0)} not reproducible here{other}, "
-            + (f"{counts[OFFLINE]} not reproducible offline, " if counts.get(OFFLINE) else "")
-            + f"{counts.get(DIFFERS, 0)} differ")
+    line = (_("{n} of {total} chapter figures reproduced exactly").format(n=counts.get(EXACT, 0), total=total)
+            + (_(" ({n} of them repeats of earlier figures)").format(n=again) if again else "") + ", "
+            + _("{n} within tolerance").format(n=counts.get(WITHIN, 0)) + ", "
+            + (_("{n} measured here on another machine").format(n=counts[OTHER_MACHINE]) + ", "
+               if counts.get(OTHER_MACHINE) else "")
+            + _("{n} not reproducible here").format(n=counts.get(NOT_HERE, 0) + counts.get(OTHER_MODEL, 0))
+            + other + ", "
+            + (_("{n} not reproducible offline").format(n=counts[OFFLINE]) + ", " if counts.get(OFFLINE) else "")
+            + _("{n} differ").format(n=counts.get(DIFFERS, 0)))
     if counts.get(NO_FIGURE, 0):
-        line += f"; {counts.get(NO_FIGURE)} more measured, with no chapter figure"
+        line += "; " + _("{n} more measured, with no chapter figure").format(n=counts.get(NO_FIGURE))
     return line
 
 
@@ -175,4 +180,13 @@ def beside_the_chapter(measured: dict, section: str):
     comparison = compare(measured, section=section)
     collected.record(measured, section)  # for `make chapter`'s report; nothing in a reader's Jupyter
     print(tally(comparison))
-    return show_table(comparison[COLUMNS].reset_index(drop=True))
+    return show_table(shown(comparison))
+
+
+def shown(comparison: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as a notebook shows it, in the language spoken: its headers, the chapter's labels of its
+    figures (in the catalogue: data/chapter_figures.csv is extracted with the code) and the categories."""
+    out = comparison[COLUMNS].reset_index(drop=True)
+    out["figure"] = out["figure"].map(_)
+    out["match"] = out["match"].map(_)
+    return out.rename(columns=dict(zip(COLUMNS, map(_, HEADERS))))

@@ -29,7 +29,7 @@ from .nbformat_fast import nbformat
 
 # Relative: the project's notebooks are not part of the installed package; run from the project's folder.
 NOTEBOOKS = Path("notebooks")
-KEEP_NOTEBOOK_METADATA = ("kernelspec", "language_info")
+KEEP_NOTEBOOK_METADATA = ("kernelspec", "language_info", "harness_lib")   # the last: a translation's stamp
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"   # a live widget: its model is the kernel's, not the file's
 

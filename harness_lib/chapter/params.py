@@ -18,6 +18,8 @@ from numbers import Integral, Real
 
 import pandas as pd
 
+from .language import _
+
 
 class ParameterError(ValueError):
     """A notebook parameter out of range. IPython shows it as one line, without a traceback."""
@@ -33,8 +35,12 @@ def check_param(name: str, value, accepts: str, ok) -> object:
     except Exception:  # noqa: BLE001 - a predicate that cannot even look at the value says "no"
         good = False
     if not good:
-        raise ParameterError(f"{name} accepts {accepts}; got {value!r}")
+        raise ParameterError(_refused(name, accepts, value))
     return value
+
+
+def _refused(name: str, accepts: str, value) -> str:
+    return _("{name} accepts {accepts}; got {value}").format(name=name, accepts=accepts, value=repr(value))
 
 
 def _is_whole(v) -> bool:
@@ -46,8 +52,9 @@ def _is_number(v) -> bool:
 
 
 def whole_number(name: str, value, low: int = 1, high: int | None = None) -> int:
-    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
-    check_param(name, value, f"a whole number {span}",
+    accepts = (_("a whole number from {low} to {high}") if high is not None
+               else _("a whole number of at least {low}")).format(low=low, high=high)
+    check_param(name, value, accepts,
                 lambda v: _is_whole(v) and v >= low and (high is None or v <= high))
     return int(value)
 
@@ -55,11 +62,15 @@ def whole_number(name: str, value, low: int = 1, high: int | None = None) -> int
 def number(name: str, value, above: float | None = 0.0, at_least: float | None = None, high: float | None = None,
            unit: str = "") -> float:
     if at_least is not None:
-        span = f"of at least {at_least:g}{unit}"
+        accepts = (_("a number of at least {low:g}{unit} and at most {high:g}{unit}") if high is not None
+                   else _("a number of at least {low:g}{unit}")).format(low=at_least, high=high, unit=unit)
+    elif above is not None:
+        accepts = (_("a number above {low:g}{unit} and at most {high:g}{unit}") if high is not None
+                   else _("a number above {low:g}{unit}")).format(low=above, high=high, unit=unit)
     else:
-        span = f"above {above:g}{unit}" if above is not None else ""
-    span += f" and at most {high:g}{unit}" if high is not None else ""
-    check_param(name, value, f"a number {span}".strip(),
+        accepts = (_("a number of at most {high:g}{unit}") if high is not None else _("a number")).format(
+            high=high, unit=unit)
+    check_param(name, value, accepts,
                 lambda v: _is_number(v) and (at_least is None or v >= at_least)
                 and (at_least is not None or above is None or v > above) and (high is None or v <= high))
     return float(value)
@@ -75,31 +86,33 @@ def _several(name: str, value, one, accepts: str) -> tuple:
         try:
             out.append(one(item))
         except ParameterError:
-            raise ParameterError(f"{name} accepts {accepts}; got {value!r}") from None
+            raise ParameterError(_refused(name, accepts, value)) from None
     return tuple(dict.fromkeys(out))  # each value once, in the reader's order
 
 
 def whole_numbers(name: str, value, low: int = 1, high: int | None = None) -> tuple[int, ...]:
     """One whole number or several (a tuple, a list, a range); each once, in order."""
-    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
-    return _several(name, value, lambda v: whole_number(name, v, low, high),
-                    f"a whole number {span}, or a tuple of them")
+    accepts = (_("a whole number from {low} to {high}, or a tuple of them") if high is not None
+               else _("a whole number of at least {low}, or a tuple of them")).format(low=low, high=high)
+    return _several(name, value, lambda v: whole_number(name, v, low, high), accepts)
 
 
 def numbers(name: str, value, above: float = 0.0, at_least: float | None = None, unit: str = "") -> tuple[float, ...]:
-    span = f"of at least {at_least:g}{unit}" if at_least is not None else f"above {above:g}{unit}"
-    return _several(name, value, lambda v: number(name, v, above=above, at_least=at_least),
-                    f"a number {span}, or a tuple of them")
+    accepts = (_("a number of at least {low:g}{unit}, or a tuple of them") if at_least is not None
+               else _("a number above {low:g}{unit}, or a tuple of them")).format(
+        low=at_least if at_least is not None else above, unit=unit)
+    return _several(name, value, lambda v: number(name, v, above=above, at_least=at_least), accepts)
 
 
 def one_of(name: str, value, choices) -> str:
     choices = list(choices)
-    check_param(name, value, "one of " + ", ".join(repr(c) for c in choices), lambda v: v in choices)
+    check_param(name, value, _("one of {choices}").format(choices=", ".join(repr(c) for c in choices)),
+                lambda v: v in choices)
     return value
 
 
 def text(name: str, value, empty: bool = False) -> str:
-    check_param(name, value, "a string" if empty else "a non-empty string",
+    check_param(name, value, _("a string") if empty else _("a non-empty string"),
                 lambda v: isinstance(v, str) and (empty or v.strip()))
     return value
 
@@ -156,8 +169,9 @@ class Number(Spec):
                           at_least=self.low if self.closed else None, high=self.high, unit=self.unit)
         if not self.several:
             return one(value)
-        span = f"{'from' if self.closed else 'above'} {self.low:g}{self.unit} to {self.high:g}{self.unit}"
-        return _several(name, value, one, f"a number {span}, or a tuple of them")
+        accepts = (_("a number from {low:g}{unit} to {high:g}{unit}, or a tuple of them") if self.closed
+                   else _("a number above {low:g}{unit} to {high:g}{unit}, or a tuple of them"))
+        return _several(name, value, one, accepts.format(low=self.low, high=self.high, unit=self.unit))
 
     def _lowest(self) -> float:
         return self.low if self.closed else self.low + (self.high - self.low) / 1000
@@ -208,9 +222,9 @@ def check(spec: dict[str, Spec], **values) -> dict:
     unknown = [k for k in values if k not in spec]
     missing = [k for k in spec if k not in values]
     if unknown or missing:
-        raise ParameterError("the parameters cell and its checks disagree: "
-                             + "; ".join(filter(None, [unknown and f"not declared: {', '.join(unknown)}",
-                                                       missing and f"not given: {', '.join(missing)}"])))
+        raise ParameterError(_("the parameters cell and its checks disagree: {what}").format(what="; ".join(filter(
+            None, [unknown and _("not declared: {names}").format(names=", ".join(unknown)),
+                   missing and _("not given: {names}").format(names=", ".join(missing))]))))
     try:
         checked = {name: spec[name].check(name, value) for name, value in values.items()}
     except ParameterError as e:

@@ -161,11 +161,30 @@ class ChapterError(Exception):
     """The chapter cannot be run as asked: one line, said by ``main``."""
 
 
-def chapter_in(root: Path, keep_recorded_live: bool = False) -> tuple[pd.DataFrame, str]:
+LANGUAGE_NAMES = {"bg": "Bulgarian", "hu": "Hungarian"}
+LANGUAGES_ENV = "HARNESS_CHAPTER_LANGUAGES"   # `make chapter LANGUAGES=bg`: the languages run besides English
+
+
+def chapter_languages(value: str | None = None) -> tuple[str, ...]:
+    """The translations a run executes besides the English notebooks (which it always runs: the report is theirs):
+    ``HARNESS_CHAPTER_LANGUAGES`` (``make chapter LANGUAGES="bg hu"``), none by default."""
+    from .translations import LANGUAGES
+
+    words = (os.environ.get(LANGUAGES_ENV, "") if value is None else value).replace(",", " ").split()
+    unknown = [w for w in words if w not in (*LANGUAGES, "en")]
+    if unknown:
+        raise ChapterError(f"LANGUAGES={' '.join(words)}: the notebooks are in en, {', '.join(LANGUAGES)}; "
+                           f"not {', '.join(unknown)}")
+    return tuple(dict.fromkeys(w for w in words if w != "en"))
+
+
+def chapter_in(root: Path, keep_recorded_live: bool = False, languages: tuple[str, ...] = ()) -> tuple[pd.DataFrame, str]:
     """Execute every notebook of ``root/notebooks`` in place, write ``root/reports``, then run the notebooks that
-    read the report, and build the translated notebooks (``root/notebooks/bg``, ``hu``) from the English ones just
-    executed; (the table, its tally line). ``keep_recorded_live``: notebook 12's live section, recorded when the
-    local model last ran, is kept as it was unless the model ran now (the maintainer's refresh)."""
+    read the report, and execute the translated notebooks of ``languages`` (``root/notebooks/bg``, ``hu``) in their
+    language; those of the other languages are kept as committed (built again only if they are not what the English
+    and the catalogues make). (the table, its tally line). ``keep_recorded_live``: notebook 12's live section,
+    recorded when the local model last ran, is kept as it was unless the model ran now (the maintainer's
+    refresh)."""
     from .notebooks import every_notebook, timing_line
     from .s12_local_model import NOTEBOOK as NOTEBOOK_12
     from .s12_local_model import keep_recorded_live as keep_12
@@ -190,8 +209,13 @@ def chapter_in(root: Path, keep_recorded_live: bool = False) -> tuple[pd.DataFra
         executed_notebooks(timings, after)
         timings["total"] = time.perf_counter() - started
         write_reports(table, line, timings, root / REPORTS)
+    from .translations import LANGUAGES as TRANSLATED
+
+    say = lambda line: print(line, flush=True)  # noqa: E731
     try:
-        print(summary(build(root / "notebooks"), brief=True), flush=True)
+        done = build(root / "notebooks", languages=languages, again=True, say=say) if languages else {}
+        done.update(build(root / "notebooks", languages=[x for x in TRANSLATED if x not in languages], say=say))
+        print(summary({x: done[x] for x in TRANSLATED}, brief=True), flush=True)
     except TranslationError as e:
         raise ChapterError(str(e)) from None
     return table, line
@@ -215,16 +239,18 @@ def main(json_out: bool = False, execute: bool = False, reference: bool = False)
     every_notebook()   # outside the project: said before anything is made
     try:
         if reference:
+            from .translations import LANGUAGES as TRANSLATED
             with executed.run() as stage:
-                table, line = chapter_in(stage.root, keep_recorded_live=True)
+                table, line = chapter_in(stage.root, keep_recorded_live=True, languages=tuple(TRANSLATED))
                 changed = executed.install_reference(stage)
             where = [f"{len(changed)} committed files rewritten: {', '.join(str(p) for p in changed[:4])}"
                      f"{', ...' if len(changed) > 4 else ''}" if changed else "no committed file changed",
                      f"{REPORTS / 'chapter.md'}: {line}"]
         else:
             try:
+                languages = chapter_languages()
                 with executed.run() as stage:
-                    table, line = chapter_in(stage.root)
+                    table, line = chapter_in(stage.root, languages=languages)
                     kept = executed.install(stage, line)
             except BaseException as e:
                 if not isinstance(e, Exception):   # Ctrl-C, SIGTERM: said here, then as the command line says it
@@ -234,8 +260,12 @@ def main(json_out: bool = False, execute: bool = False, reference: bool = False)
             folder = executed.FOLDER
             where = [f"{path}: changed since `make chapter` wrote it: your version is kept beside it, as {aside.name}"
                      for path, aside in kept]
-            where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in English, Bulgarian "
-                      f"and Hungarian (`make lab` opens them; notebooks/ keeps the committed ones, unchanged)",
+            ran = ", ".join(["English", *(LANGUAGE_NAMES[x] for x in languages)])
+            kept_as = [LANGUAGE_NAMES[x] for x in LANGUAGE_NAMES if x not in languages]
+            where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in {ran}"
+                      + (f" ({' and '.join(kept_as)} as committed: `make chapter LANGUAGES=bg` runs those too)"
+                         if kept_as else "")
+                      + " (`make lab` opens them; notebooks/ keeps the committed ones, unchanged)",
                       f"{folder / executed.REPORTS / 'chapter.md'}: {line}"]
     except ChapterError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -31,6 +31,8 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from .language import _
+
 STOP_REASON = "user pressed Stop"
 
 
@@ -61,7 +63,8 @@ class Press:
 
     def check(self):
         if self.pressed:
-            raise Stopped(f"{self.reason}; the cell's partial result was discarded. Run it again for a whole one.")
+            raise Stopped(_("{reason}; the cell's partial result was discarded. Run it again for a whole one.").format(
+                reason=self.reason))
 
 
 _current: ContextVar[Press | None] = ContextVar("harness_stop_button", default=None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
 import difflib
 import io
 import os
@@ -33,6 +34,7 @@ from pathlib import Path
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import PoFileError, read_po, unescape, write_po
 
+from ..resources import data_path
 from .nbformat_fast import nbformat
 
 # Relative, as in harness_lib.chapter.notebooks: the notebooks and catalogues are the project's, not the package's.
@@ -295,6 +297,15 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
             pot[message].auto_comments.extend(c for c in comments if c not in pot[message].auto_comments)
         else:
             pot.add(message, locations=[where], auto_comments=comments, context=context)
+    with data_path("chapter_figures.csv").open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            where = ("data/chapter_figures.csv", None)   # the labels the comparison tables show
+            if row["figure"] in pot:
+                pot[row["figure"]].locations.append(where)
+            else:
+                pot.add(row["figure"], locations=[where],
+                        auto_comments=["A figure of the chapter, as the comparison tables label it; keep the "
+                                       "scenario's name (plan, runaway...) as it is."])
     for message in pot:
         if message.id and "{" in message.id:
             message.flags.add("python-brace-format")
@@ -364,11 +375,46 @@ def _translation(catalog: Catalog, msgid: str, ctx: str, notebook: str, cell: st
     return message.string
 
 
+# What a translated notebook's setup cell says first (after its %config line): the chapter layer speaks the language.
+SPEAK = {"bg": 'speak("bg")   # слоят на главата (harness_lib.chapter) пише и чертае на български',
+         "hu": 'speak("hu")   # a fejezet rétege (harness_lib.chapter) magyarul ír és rajzol'}
+SPEAK_IMPORT = "from harness_lib.chapter.language import speak"
+STAMP = "harness_lib"   # notebook metadata: {"chapter_catalogue": the sha256 of the chapter.po it was executed with}
+
+
+def setup_cell(nb):
+    """The notebook's setup cell: its first code cell not tagged ``parameters`` (None if it has none)."""
+    return next((c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])),
+                None)
+
+
+def speaking(source: str, language: str) -> str:
+    """A setup cell's code with the language chosen at its top (below a leading ``%config`` line)."""
+    lines = source.splitlines(keepends=True)
+    at = 1 if lines and lines[0].startswith("%config") else 0
+    return "".join(lines[:at] + [f"{SPEAK_IMPORT}\n{SPEAK[language]}\n"] + lines[at:])
+
+
+def catalogue_stamp(language: str, locale: Path = LOCALE) -> str:
+    """What a translated notebook records of the chapter layer's catalogue it was executed with."""
+    import hashlib
+
+    path = catalogue_path(language, locale, CHAPTER_DOMAIN)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else ""
+
+
 def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
     """(the translated notebook, [Stale...]): the English notebook at ``path`` with every markdown cell in
-    ``catalog``'s language. Usable only when the list is empty. ``folder``: the translated notebook's folder under
-    the language's (``exercises``), whose glossary link then goes one folder up."""
+    ``catalog``'s language and its setup cell choosing that language (``speak``), its outputs cleared: it is
+    executed to have its own. Usable only when the list is empty. ``folder``: the translated notebook's folder
+    under the language's (``exercises``), whose glossary link then goes one folder up."""
     nb = copy.deepcopy(_read_notebook(path))
+    setup = setup_cell(nb)
+    if setup is not None and language in SPEAK:
+        setup.source = speaking(setup.source, language)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     where = f"notebooks/{language}/{folder + '/' if folder else ''}{path.name}"
     stale = []
     link = _translation(catalog, GLOSSARY_LINK, GLOSSARY_CONTEXT, f"locale/{language}", "(the glossary link)")
@@ -395,35 +441,82 @@ def notebook_text(nb) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def differences(expected, actual, where: str) -> list[str]:
-    """How the translated notebook on disk differs from what the catalogue and the English make, cell by cell."""
+def differences(expected, actual, where: str, stamp: str | None = None) -> list[str]:
+    """How the translated notebook on disk differs from what the catalogue and the English make, cell by cell: its
+    markdown, its code and cell metadata (its outputs are its own run's: nbval compares those), and, given
+    ``stamp``, whether it was executed with the chapter layer's catalogue as it is now."""
     problems = []
     if len(expected.cells) != len(actual.cells):
         return [f"{where}: {len(actual.cells)} cells, the English has {len(expected.cells)}: run `make translations`"]
-    if expected.metadata != actual.metadata:
+    own = (STAMP, "language_info", "kernelspec")   # the stamp, and what the kernel that ran it says of itself
+    if ({k: v for k, v in expected.metadata.items() if k not in own}
+            != {k: v for k, v in actual.metadata.items() if k not in own}):
         problems.append(f"{where}: its notebook metadata differ from the English: run `make translations`")
     for want, got in zip(expected.cells, actual.cells):
         cell = f"{where} cell {want.get('id', '?')}"
         if want.cell_type != got.cell_type or want.get("id") != got.get("id"):
             problems.append(f"{cell}: not the English notebook's cell here: run `make translations`")
-        elif want.cell_type == "code" and want != got:
-            part = "its code differs" if want.source != got.source else "its outputs or metadata differ"
-            problems.append(f"{cell}: {part} from the English notebook's: run `make translations`")
-        elif want != got:
+        elif want.cell_type == "code" and (want.source, want.metadata) != (got.source, got.metadata):
+            part = "its code differs" if want.source != got.source else "its metadata differ"
+            problems.append(f"{cell}: {part} from what the English notebook makes: run `make translations`")
+        elif want.cell_type != "code" and want != got:
             problems.append(f"{cell}: not the catalogue's translation: run `make translations`")
+    if stamp is not None and actual.metadata.get(STAMP, {}).get("chapter_catalogue") != stamp:
+        problems.append(f"{where}: executed with another version of its language's chapter.po (what it prints may "
+                        "be older): run `make translations`")
     return problems
 
 
-def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LANGUAGES)) -> dict:
-    """Write every notebook whose cells are all translated; {language: {"built": [...], "written": [...],
-    "stale": {notebook: [Stale...]}, "removed": [...]}}. A translated notebook whose English is gone is removed."""
+def unexecuted(nb) -> bool:
+    """Whether a notebook has a code cell that has not run."""
+    return any(c.cell_type == "code" and c.source.strip() and c.get("execution_count") is None for c in nb.cells)
+
+
+def needs_writing(nb, target: Path, stamp: str) -> bool:
+    """Whether the translated notebook ``nb`` must be written at ``target`` and executed: missing there, or that
+    file's cells or metadata are not ``nb``'s, or it was executed with another catalogue, or never."""
+    if not target.exists():
+        return True
+    on_disk = _read_notebook(target)
+    return bool(differences(nb, on_disk, str(target), stamp)) or unexecuted(on_disk)
+
+
+def write_and_execute(made: list[tuple], say=None, execute: bool = True) -> list[Path]:
+    """Write each (notebook, path, stamp) and execute them, two at once on two cores: a translated notebook's
+    outputs are its own run's, in its language. The paths written."""
+    from .notebooks import default_jobs, execute_all
+
+    from .s12_local_model import NOTEBOOK as NOTEBOOK_12
+    from .s12_local_model import keep_recorded_live
+
+    recorded = {target: target.read_text(encoding="utf-8") for _, target, _ in made
+                if target.name == NOTEBOOK_12 and target.exists()}
+    for nb, target, stamp in made:
+        nb.metadata[STAMP] = {"chapter_catalogue": stamp}
+        _write_atomically(target, notebook_text(nb))
+    paths = [target for _, target, _ in made]
+    if paths and execute:
+        execute_all(paths, say=say, jobs=default_jobs())
+        for target, text in recorded.items():   # the local model's last recorded run, unless it ran now
+            keep_recorded_live(target, text)
+    return paths
+
+
+def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LANGUAGES), again: bool = False,
+          say=None, execute: bool = True) -> dict:
+    """Write and execute every notebook whose cells are all translated and which is not what the English notebook
+    and the catalogues make (every one, with ``again``: after the library changed what they print); {language:
+    {"built": [...], "written": [...], "stale": {notebook: [Stale...]}, "removed": [...]}}. A translated notebook
+    whose English is gone is removed. Without ``execute``, written only (the tests' small projects)."""
     paths = english_notebooks(notebooks)
     report = {}
+    todo: list[tuple] = []
     for language in languages:
         path = catalogue_path(language, locale)
         if not path.exists():
             raise TranslationError(f"{path} does not exist: run `make translations` (extract) first")
         catalog = read_catalogue(path, language)
+        stamp = catalogue_stamp(language, locale)
         out = notebooks / language
         done = report[language] = {"built": [], "written": [], "stale": {}, "removed": []}
         for english in paths:
@@ -432,10 +525,9 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
                 done["stale"][english.stem] = stale
                 continue
             target = out / english.name
-            text = notebook_text(nb)
             done["built"].append(english.stem)
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                _write_atomically(target, text)
+            if again or needs_writing(nb, target, stamp):
+                todo.append((nb, target, stamp))
                 done["written"].append(english.stem)
         names = {p.name for p in paths}
         for orphan in sorted(out.glob("*.ipynb")):
@@ -446,6 +538,7 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
                     raise TranslationError(f"{orphan}: its English notebook is gone, and it cannot be removed "
                                            f"({e.strerror or e})") from None
                 done["removed"].append(orphan.name)
+    write_and_execute(todo, say=say, execute=execute)
     return report
 
 
@@ -471,13 +564,16 @@ def main(argv: list[str] | None = None) -> int:
                                                  "build the translated notebooks (docs/translating.md).")
     parser.add_argument("step", nargs="?", choices=("extract", "build"), help="one step (default: both)")
     parser.add_argument("--brief", action="store_true", help="one line a language (what `make chapter` prints)")
+    parser.add_argument("--again", action="store_true", help="execute every translated notebook again, not only "
+                        "those whose English, translation or catalogue changed")
     args = parser.parse_args(argv)
     try:
         if args.step in (None, "extract"):
             for path in extract():
                 print(f"updated {path}")
         if args.step in (None, "build"):
-            print(summary(build(), brief=args.brief))
+            say = lambda line: print(line, flush=True)  # noqa: E731
+            print(summary(build(again=args.again, say=say), brief=args.brief))
     except TranslationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
