@@ -111,6 +111,44 @@ def test_translations_keep_the_code_the_english_names():
     assert not problems, "\n".join(problems)
 
 
+def test_a_translation_changes_no_code_but_the_comments_and_the_language_it_speaks():
+    """The reader builds the same code in every language: a translated cell's tokens are the English cell's, but for
+    its comments (translated in the cells the reader builds) and the two lines of the setup cell that choose the
+    language."""
+    assert _done(), "no notebook is translated"
+    problems, translated_comments = [], 0
+    for language, path in _done():
+        nb, _ = translated(language, path)
+        english = nbformat.read(path, as_version=4)
+        setup = tr.setup_cell(english)
+        for mine, theirs in zip(nb.cells, english.cells):
+            if mine.cell_type != "code":
+                continue
+            want = tr.speaking(theirs.source, language) if theirs is setup else theirs.source
+            if tr.without_comments(mine.source) != tr.without_comments(want):
+                problems.append(f"notebooks/{language}/{path.name} cell {mine.id}: its code differs from the English")
+            elif mine.source != want and not tr.is_built(mine):
+                problems.append(f"notebooks/{language}/{path.name} cell {mine.id}: a comment changed outside a cell "
+                                "the reader builds")
+            translated_comments += mine.source != want
+    assert not problems, "\n".join(problems)
+    assert translated_comments >= len(_done()) // 2, "the built cells' comments are not translated"
+
+
+def test_comments_are_found_and_put_back_as_they_were():
+    source = ("def f(x):  # trailing\n    # a block\n    # of two\n    ### BEGIN SOLUTION\n    return '# no'  # end\n")
+    found = tr.comments(source)
+    assert [(c.first, c.last, c.text, c.trailing) for c in found] == [
+        (0, 0, "trailing", True), (1, 2, "a block\nof two", False), (3, 3, "## BEGIN SOLUTION", False),
+        (4, 4, "end", True)]
+    assert tr.with_comments(source, [c.text for c in found]) == source
+    changed = tr.with_comments(source, ["Т", "блок\nот\nтри", "## BEGIN SOLUTION", "край"])
+    assert changed == ("def f(x):  # Т\n    # блок\n    # от\n    # три\n    ### BEGIN SOLUTION\n"
+                       "    return '# no'  # край\n")
+    assert tr.without_comments(changed) == tr.without_comments(source)
+    assert tr.comments("def broken(:\n    # half written") == []
+
+
 def test_each_translated_notebook_opens_with_its_title_and_the_glossary():
     for language, path in _done():
         first = translated(language, path)[0].cells[0].source

@@ -113,7 +113,85 @@ def template(paths: list[Path]) -> Catalog:
             if cell.cell_type == "markdown" and cell.source.strip():
                 notes = [FIRST_CELL_NOTE] if index == 0 else []
                 pot[cell.source] = _message(cell.source, context=context(path, cell), auto_comments=notes)
+            elif is_built(cell):
+                for k, comment in enumerate(comments(cell.source)):
+                    pot[comment.text] = _message(comment.text, context=f"{context(path, cell)} comment {k + 1}",
+                                                 auto_comments=[COMMENT_NOTE])
     return pot
+
+
+# -- the comments of the cells a reader builds ------------------------------------------------------------
+BUILT = "build"   # the tag of a cell whose code the reader writes (an exercise clears its solution)
+COMMENT_NOTE = ("A comment in a cell the reader builds: translate its words, keep `names` and code as they are. "
+                "Lines break where the English breaks (a line of the translation is a line of the comment).")
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A comment of a cell's code: the lines ``first`` to ``last`` (0-based) from column ``column``, its ``text``
+    without the ``#`` and one space (a block of whole-line comments is one, its lines joined by newlines)."""
+    first: int
+    last: int
+    column: int
+    text: str
+    trailing: bool
+    mark: str = "# "   # how it begins: "# ", or "#" for one such as "### BEGIN SOLUTION"
+
+
+def is_built(cell) -> bool:
+    return cell.cell_type == "code" and BUILT in cell.metadata.get("tags", [])
+
+
+def comments(source: str) -> list[Comment]:
+    """The comments of ``source``, in order: each trailing comment alone, each run of whole-line comments at the
+    same column as one. Code that does not tokenize (a cell half written) has none."""
+    import tokenize
+
+    lines = source.splitlines()
+    found: list[Comment] = []
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    for token in tokens:
+        row, column = token.start[0] - 1, token.start[1]
+        mark = "# " if token.string.startswith("# ") else "#"
+        text = token.string[len(mark):]
+        trailing = bool(lines[row][:column].strip())
+        last = found[-1] if found else None
+        if (not trailing and last is not None and not last.trailing and last.last == row - 1
+                and last.column == column and last.mark == mark and text.strip()):
+            found[-1] = Comment(last.first, row, column, last.text + "\n" + text, False, mark)
+        elif text.strip():
+            found.append(Comment(row, row, column, text, trailing, mark))
+    return found
+
+
+def with_comments(source: str, translated: list[str]) -> str:
+    """``source`` with its comments (``comments``) replaced by ``translated``, one text each, the code untouched."""
+    lines = source.splitlines(keepends=True)
+    for comment, text in reversed(list(zip(comments(source), translated))):
+        first = lines[comment.first]
+        ending = "\n" if lines[comment.last].endswith("\n") else ""
+        if comment.trailing:
+            lines[comment.first] = first[:comment.column] + comment.mark + text.replace("\n", " ") + ending
+        else:
+            indent = first[:comment.column]
+            block = "\n".join(f"{indent}{comment.mark}{line}".rstrip() for line in text.split("\n")) + ending
+            lines[comment.first:comment.last + 1] = [block]
+    return "".join(lines)
+
+
+def without_comments(source: str) -> list[tuple]:
+    """The code of ``source`` as tokens, its comments and line layout aside: what a translation must keep."""
+    import tokenize
+
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        return [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                if t.type not in skip]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [(None, source)]
 
 
 def merge(old: Catalog, pot: Catalog) -> Catalog:
@@ -431,9 +509,29 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
             title, _, rest = text.partition("\n")
             text = f"{title}\n\n{link}\n{rest}" if rest else f"{title}\n\n{link}"
         cell.source = text
+    for cell in nb.cells:
+        if is_built(cell):
+            texts = []
+            for k, comment in enumerate(comments(cell.source)):
+                found = _comment_translation(catalog, comment.text, context(path, cell))
+                if found is None and not folder:
+                    stale.append(Stale(where, f"{cell.id} comment {k + 1}",
+                                       "its comment is not translated yet (run `make translations`, then translate it)"))
+                texts.append(found or comment.text)   # an exercise's own comments (YOUR CODE HERE) stay as they are
+            cell.source = with_comments(cell.source, texts)
     if isinstance(link, Stale):
         stale.insert(0, link)
     return nb, stale
+
+
+def _comment_translation(catalog: Catalog, text: str, cell_context: str) -> str | None:
+    """The translation of the comment ``text`` of the cell ``cell_context``, whichever its place in the cell (an
+    exercise's cell keeps fewer comments than its section's); None when missing or fuzzy."""
+    for message in catalog:
+        if (message.id == text and (message.context or "").startswith(cell_context + " comment ")
+                and message.string and not message.fuzzy):
+            return message.string
+    return None
 
 
 def notebook_text(nb) -> str:
