@@ -31,7 +31,8 @@ from types import SimpleNamespace
 import pandas as pd
 
 from . import figures, params
-from .checking import _in_thread, _one_line, _reader_frames, ending
+from .checking import NOT_WRITTEN, _in_thread, _one_line, _reader_frames, ending
+from .language import N_, Text, _
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
 from .stop_button import whole
@@ -43,24 +44,30 @@ REASON = "I only asked which file mentions a timeout; do not delete anything."
 QUICK_SCAN = {"seconds": 0.3, "every": 400}   # statuses and a reason do not depend on the scan's length
 DEADLINE_S = 10.0                              # an experiment's own time (the runaway's four caps: about 1 s)
 FIELDS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer", "messages")
+# The runs' labels, in the table of runs beside the library's (a label is also the key the two sides share)
+# TRANSLATORS: a run's label: "runaway, cap 8": the script and its turn cap
+CAPPED = N_("{script}, cap {cap}")
+# TRANSLATORS: a run's label: "repeat, dedupe read-only": the script and its dedupe policy, as the code names it
+DEDUPED = N_("{script}, dedupe {dedupe}")
 
 # What each section's figures stand for: said beside the first figure that differs.
 POINTS = {
-    "01-loop": "section 1: three turns, every turn's tokens added up from the replies' usage, the answer kept",
-    "02-turn-cap": "section 2: the cap checked before each turn is paid for, `turns >= max_turns`",
-    "03-budget": "section 3: the budget checked before each call, `cost >= max_budget_usd`, so a run overshoots by "
-                 "one turn at most",
-    "05-tool-errors": "section 5: `fatal` ends the run, `generic` says only that it failed, `descriptive` returns "
-                      "the error's own words; the cap checked before what is owed runs",
-    "06-dedupe": "section 6: only read-only calls are answered from the cache, keyed on the tool and its arguments",
-    "07-approval": "section 7: a call that needs approval stops the run; the verdict, kept across a restart, fills "
-                   "the call's slot in words",
-    "08-resume": "section 8: every step saved before the next is paid for; a resume answers what is owed first, "
-                 "pays no turn twice and runs no finished call again",
-    "09-cancel": "section 9: Stop cancels the run's task, the tool hears it, the run ends interrupted with the reason",
-    "10-trace": "section 10: one line per event, each with the run id, each turn's tokens and running cost, "
-                "run_stopped with its reason",
-    "15-what-is-left": "section 15: the same figures as sections 1 and 2, every turn resending the ones before it",
+    "01-loop": N_("section 1: three turns, every turn's tokens added up from the replies' usage, the answer kept"),
+    "02-turn-cap": N_("section 2: the cap checked before each turn is paid for, `turns >= max_turns`"),
+    "03-budget": N_("section 3: the budget checked before each call, `cost >= max_budget_usd`, so a run overshoots by "
+                    "one turn at most"),
+    "05-tool-errors": N_("section 5: `fatal` ends the run, `generic` says only that it failed, `descriptive` returns "
+                         "the error's own words; the cap checked before what is owed runs"),
+    "06-dedupe": N_("section 6: only read-only calls are answered from the cache, keyed on the tool and its arguments"),
+    "07-approval": N_("section 7: a call that needs approval stops the run; the verdict, kept across a restart, fills "
+                      "the call's slot in words"),
+    "08-resume": N_("section 8: every step saved before the next is paid for; a resume answers what is owed first, "
+                    "pays no turn twice and runs no finished call again"),
+    "09-cancel": N_("section 9: Stop cancels the run's task, the tool hears it, the run ends interrupted with the "
+                    "reason"),
+    "10-trace": N_("section 10: one line per event, each with the run id, each turn's tokens and running cost, "
+                   "run_stopped with its reason"),
+    "15-what-is-left": N_("section 15: the same figures as sections 1 and 2, every turn resending the ones before it"),
 }
 
 
@@ -134,13 +141,13 @@ async def _fresh(kit, url, model, label=None, run_id="capstone", workspace=None,
 
 
 async def loop_and_caps(kit, url) -> dict:
-    plan, _ = await _fresh(kit, url, "plan", "plan, cap 20", max_turns=20)
+    plan, _ = await _fresh(kit, url, "plan", Text(CAPPED, script="plan", cap=20), max_turns=20)
     m = {"plan.turns": plan["turns"], "plan.tools": plan["tool_runs"], "plan.in": plan["in"], "plan.out": plan["out"],
          "plan.cost": plan["cost_usd"], "plan.status": plan["status"], "plan.answer": plan["answer"],
          "plan.prompts": plan["prompts"], "left.prompts": plan["prompts"]}
     ins, costs = {}, {}
     for cap in (8, 20, 50, 100):
-        run, _ = await _fresh(kit, url, "runaway", f"runaway, cap {cap}", max_turns=cap)
+        run, _ = await _fresh(kit, url, "runaway", Text(CAPPED, script="runaway", cap=cap), max_turns=cap)
         ins[cap], costs[cap] = run["in"], run["cost_usd"]
     m.update({"cap.in8": ins[8], "cap.in50": ins[50], "cap.in100": ins[100], "cap.cost20": float(costs[20]),
               "cap.cost_ratio": float(costs[100] / costs[50]), "cap.in_ratio": float(ins[100] / ins[50]),
@@ -149,8 +156,10 @@ async def loop_and_caps(kit, url) -> dict:
 
 
 async def budget(kit, url) -> dict:
-    run, _ = await _fresh(kit, url, "runaway", "runaway, budget $0.010", max_turns=None, max_budget_usd=0.010)
-    await _fresh(kit, url, "runaway", "runaway, budget $0.000684: one turn's price, reached exactly", max_turns=None,
+    run, _ = await _fresh(kit, url, "runaway", Text(N_("{script}, budget {budget}"), script="runaway",
+                                                    budget="$0.010"), max_turns=None, max_budget_usd=0.010)
+    await _fresh(kit, url, "runaway", Text(N_("{script}, budget {budget}: one turn's price, reached exactly"),
+                                           script="runaway", budget="$0.000684"), max_turns=None,
                  max_budget_usd=0.000684)
     return {"budget.spent": float(run["cost_usd"]), "budget.turns": run["turns"], "budget.status": run["status"]}
 
@@ -158,7 +167,8 @@ async def budget(kit, url) -> dict:
 async def tool_errors(kit, url) -> dict:
     runs = {p: (await _fresh(kit, url, "recover", f"recover, {p}", max_turns=20, tool_errors=p))[0]
             for p in ("fatal", "generic", "descriptive")}
-    perm, _ = await _fresh(kit, url, "forbidden", "forbidden, cap 12", max_turns=12, tool_errors="descriptive")
+    perm, _ = await _fresh(kit, url, "forbidden", Text(CAPPED, script="forbidden", cap=12), max_turns=12,
+                           tool_errors="descriptive")
     return {"errors.ratio": float(runs["descriptive"]["cost_usd"] / runs["fatal"]["cost_usd"]),
             "errors.answers": ", ".join(p for p, r in runs.items() if "errors.log" in (r["answer"] or "")),
             "perm.turns": perm["turns"], "perm.toolruns": perm["tool_runs"], "perm.in": perm["in"],
@@ -174,15 +184,18 @@ async def _approving(kit, url, model, **options):
         state = await kit.harness(url, state, workspace.tools(**QUICK_SCAN), **options)
         seen = view(state)
         if seen["status"] != "interrupted" or (seen["interruption"] or {}).get("type") != "approval":
-            return record(kit, f"{model}, dedupe {options.get('dedupe')}, every stop approved", seen, workspace), \
-                workspace
+            label = Text(N_("{script}, dedupe {dedupe}, every stop approved"), script=model,
+                         dedupe=options.get("dedupe"))
+            return record(kit, label, seen, workspace), workspace
         kit.approve(state, seen["interruption"]["callId"])
 
 
 async def dedupe(kit, url) -> dict:
     base, _ = await _fresh(kit, url, "direct", "direct", max_turns=20, dedupe="off")
-    again, _ = await _fresh(kit, url, "repeat", "repeat, dedupe off", max_turns=20, dedupe="off")
-    cached, _ = await _fresh(kit, url, "repeat", "repeat, dedupe read-only", max_turns=20, dedupe="read-only")
+    again, _ = await _fresh(kit, url, "repeat", Text(DEDUPED, script="repeat", dedupe="off"), max_turns=20,
+                            dedupe="off")
+    cached, _ = await _fresh(kit, url, "repeat", Text(DEDUPED, script="repeat", dedupe="read-only"), max_turns=20,
+                             dedupe="read-only")
     extra = again["cost_usd"] - base["cost_usd"]
     m = {"repeat.extra": round(extra, 6), "repeat.increase": round(100 * extra / base["cost_usd"]),
          "repeat.cache_saves": round(again["cost_usd"] - cached["cost_usd"], 6)}
@@ -203,13 +216,13 @@ async def approval(kit, url) -> dict:
     from ..workspace import TASK
     m: dict = {}
     verdicts = (("approve", "approve"), ("reject", "reject"), ("silent", "silent"),
-                ("unsaid", "reject without a reason"))   # the last: a run beside the library's, no figure
+                ("unsaid", Text(N_("reject without a reason"))))   # the last: a run beside the library's, no figure
     for key, verdict in verdicts:
         workspace, folder = _workspace(), Path(tempfile.mkdtemp(prefix="harness-capstone-"))
         try:
             stopped = await kit.harness(url, kit.new_state("verdict", "destructive", TASK),
                                         workspace.tools(**QUICK_SCAN), max_turns=20)
-            seen = record(kit, "destructive, stopped to ask", view(stopped), workspace)
+            seen = record(kit, N_("destructive, stopped to ask"), view(stopped), workspace)
             m.update({"approval.stop": stop_line(seen), "approval.deleted_before": list(workspace.deleted)})
             kit.save(stopped, folder)
             state = kit.load(folder, "verdict")   # the process that asked may be gone: the verdict comes later
@@ -219,7 +232,9 @@ async def approval(kit, url) -> dict:
             else:
                 kit.reject(state, call_id, **({"reason": REASON} if verdict == "reject" else
                                               {"silent": True} if verdict == "silent" else {}))
-            done = record(kit, f"destructive, {verdict} after a restart",
+            # TRANSLATORS: a run's label: "destructive, approve after a restart"; approve, reject and silent are
+            # the names in the code
+            done = record(kit, Text(N_("destructive, {verdict} after a restart"), verdict=verdict),
                           view(await kit.harness(url, state, workspace.tools(**QUICK_SCAN), max_turns=20)), workspace)
             m.update({f"{key}.turns": done["turns"], f"{key}.deleted": list(workspace.deleted),
                       f"{key}.answer": done["answer"]})
@@ -270,13 +285,14 @@ async def resume(kit, url) -> dict:
         shutil.copytree(disk / "runs", folder)
         shutil.rmtree(disk, ignore_errors=True)
         restored = kit.load(folder, "resume-demo")
-        before = record(kit, "plan, as restored from disk", view(restored))
+        before = record(kit, N_("plan, as restored from disk"), view(restored))
         m = {"resume.restored_turns": before["turns"], "resume.restored_cost": round(before["cost_usd"], 6),
              "resume.restored_messages": len(before["messages"]), "resume.restored_status": before["status"]}
-        finished = record(kit, "plan, resumed", view(await kit.harness(url, restored, workspace.tools(**QUICK_SCAN),
+        finished = record(kit, N_("plan, resumed"), view(await kit.harness(url, restored,
+                                                                          workspace.tools(**QUICK_SCAN),
                                                                           max_turns=20, folder=folder, trace=trace)))
-        record(kit, "plan, resumed, as its folder holds it at the end", view(kit.load(folder, "resume-demo")))
-        record_trace(kit, "plan, killed and resumed: its trace", events)
+        record(kit, N_("plan, resumed, as its folder holds it at the end"), view(kit.load(folder, "resume-demo")))
+        record_trace(kit, N_("plan, killed and resumed: its trace"), events)
         m.update({"resume.turns": finished["turns"], "resume.cost": finished["cost_usd"],
                   "resume.status": finished["status"], "resume.tool_runs": ", ".join(tool_runs())})
         return m
@@ -288,7 +304,7 @@ async def cancel(kit, url) -> dict:
     events: list[dict] = []
     plain, _ = await _fresh(kit, url, "slow", "slow", max_turns=20,
                             trace=lambda run_id, type, **fields: events.append({"type": type, **fields}))
-    record_trace(kit, "slow: its trace", events)
+    record_trace(kit, N_("slow: its trace"), events)
     pressed: list = []
 
     def stop_at_the_first_tick(label):   # Stop pressed at an event of the run, never at a time of the clock
@@ -296,14 +312,14 @@ async def cancel(kit, url) -> dict:
             pressed.append(label)
             run.cancel("user pressed Stop")
 
-    run = asyncio.ensure_future(_fresh(kit, url, "slow", "slow, Stop at the first tick", max_turns=20,
+    run = asyncio.ensure_future(_fresh(kit, url, "slow", N_("slow, Stop at the first tick"), max_turns=20,
                                        on_progress=stop_at_the_first_tick))
     try:
         stopped, _ = await run
     except asyncio.CancelledError:
         if ending():   # the check's own deadline, or the cell's Stop
             raise
-        stopped = {"status": "(the cancel went through the harness)", "interruption": None}   # never ended the run
+        stopped = {"status": _("(the cancel went through the harness)"), "interruption": None}   # never ended the run
     return {"cancel.full_status": plain["status"], "cancel.stop_status": stopped["status"],
             "cancel.reason": (stopped["interruption"] or {}).get("reason")}
 
@@ -313,7 +329,7 @@ async def trace_lines(kit, url) -> dict:
     events: list[dict] = []
     await _fresh(kit, url, "destructive", run_id="n1", max_turns=20,
                  trace=lambda run_id, type, **fields: events.append({"runId": run_id, "type": type, **fields}))
-    record_trace(kit, "destructive: its trace", events)
+    record_trace(kit, N_("destructive: its trace"), events)
     return trace_figures(events)
 
 
@@ -331,7 +347,8 @@ def exact_figures() -> pd.DataFrame:
 
 async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, dict, dict]:
     """Every experiment through ``kit``: (figure id -> value, section -> one line saying why its figures are
-    missing: not written yet, raised, or still running at the deadline, run label -> the run's fields)."""
+    missing: not written yet, raised, or still running at the deadline, run label -> the run's fields). The lines and
+    labels read as their English, and are said in the language spoken through ``_()`` where they are shown."""
     files = {fn.__code__.co_filename for fn in vars(kit).values() if hasattr(fn, "__code__")}
     kit = SimpleNamespace(**{name: getattr(kit, name) for name in PIECES}, runs={})
     measured: dict = {}
@@ -342,14 +359,16 @@ async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, 
             measured.update(what[0])
             continue
         if kind == "hung":
-            why = f"still running after {deadline:g} s: stopped"
+            why = Text(N_("still running after {seconds:g} s: stopped"), seconds=deadline)
         else:
             frames = _reader_frames(what[0].__traceback__, files)
             if isinstance(what[0], NotImplementedError) and frames:
-                why = f"not written yet: `{frames[-1].name}`"
+                why = Text(N_("not written yet: `{name}`"), name=frames[-1].name)
+            elif frames:
+                why = Text(N_("raised {error} (line {line} of `{name}`)"), error=_one_line(what[0]),
+                           line=frames[-1].lineno, name=frames[-1].name)
             else:
-                where = f" (line {frames[-1].lineno} of `{frames[-1].name}`)" if frames else ""
-                why = f"raised {_one_line(what[0])}{where}"
+                why = Text(N_("raised {error}"), error=_one_line(what[0]))
         missing.update({section: why for section in sections})
     return measured, missing, kit.runs
 
@@ -360,7 +379,7 @@ def run_difference(library: dict, yours: dict | None) -> str | None:
     from .checking import _brief, _transcript_difference
 
     if yours is None:
-        return "not run: its experiment did not finish"
+        return _("not run: its experiment did not finish")
     for key in ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer",
                 "deleted", "messages", "trace"):
         want, got = library.get(key), yours.get(key)
@@ -373,10 +392,13 @@ def run_difference(library: dict, yours: dict | None) -> str | None:
         if key == "trace" and isinstance(want, list) and isinstance(got, list):
             n = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
             if n < min(len(want), len(got)):
-                return f"trace line {n + 1}: the library's {json.dumps(want[n])}, yours {json.dumps(got[n])}"
-            return f"the trace has {len(got)} lines, the library's {len(want)}"
+                return _("trace line {n}: the library's {library}, yours {yours}").format(
+                    n=n + 1, library=json.dumps(want[n]), yours=json.dumps(got[n]))
+            return _("the trace has {yours} lines, the library's {library}").format(yours=len(got), library=len(want))
         shown = {k: (_brief(v) if key == "messages" else v) for k, v in (("want", want), ("got", got))}
-        return f"{key}: the library's {shown['want']!r}, yours {shown['got']!r}"
+        # TRANSLATORS: "turns: the library's 3, yours 4": a field of the run, as the code names it
+        return _("{key}: the library's {library}, yours {yours}").format(key=key, library=repr(shown["want"]),
+                                                                         yours=repr(shown["got"]))
     return None
 
 
@@ -395,8 +417,7 @@ class Capstone:
         unwritten = [why for why in missing.values() if why.startswith("not written yet")]
         self.line = None
         if unwritten and len(missing) == len(set(self.table.section)):
-            self.line = f"not written yet: write `{unwritten[0].split('`')[1]}` in its cell above, where it says " \
-                        "YOUR CODE HERE"
+            self.line = _(NOT_WRITTEN).format(name=unwritten[0].split("`")[1])
 
     @property
     def matches(self) -> pd.Series:
@@ -428,31 +449,43 @@ class Capstone:
         if self.line is not None:
             return [self.line]
         n = len(self.table)
-        out = [f"your harness reproduces {self.reproduced} of the {n} exact figures (the library: {self.library} "
-               f"of {n}), and {self.same_runs} of its {len(self.runs)} runs are the library's, field by field"]
+        out = [_("your harness reproduces {reproduced} of the {n} exact figures (the library: {library} of {n}), and "
+                 "{same} of its {runs} runs are the library's, field by field").format(
+            reproduced=self.reproduced, n=n, library=self.library, same=self.same_runs, runs=len(self.runs))]
         first = next((r for r, ok in zip(self.table.itertuples(), self.matches) if not ok), None)
         if first is not None:
             why = self.missing.get(first.section)
-            got = f"not computed: {why}" if why else f"yours {first.yours or '(nothing)'}"
-            out.append(f"first figure that differs: {first.figure} (chapter {first.chapter}, {got}, the library "
-                       f"{first.library}). {POINTS.get(first.section, '')}.")
+            got = (_("not computed: {why}").format(why=_(why)) if why else
+                   _("yours {value}").format(value=first.yours or _("(nothing)")))
+            # TRANSLATORS: "first figure that differs: <the figure> (chapter 3, yours 4, the library 3). <why it
+            # matters>."
+            out.append(_("first figure that differs: {figure} (chapter {chapter}, {got}, the library {library}). "
+                         "{point}.").format(figure=first.figure, chapter=first.chapter, got=got,
+                                            library=first.library, point=_(POINTS.get(first.section, ""))))
         elif self.same_runs < len(self.runs):
             run = self.runs[self.runs["differs"].notna()].iloc[0]
-            out.append(f"first run that differs from the library's: {run['run']} ({run['differs']}). The chapter's "
-                       "figures do not show it; the next run that leans on it may.")
+            out.append(_("first run that differs from the library's: {run} ({differs}). The chapter's figures do not "
+                         "show it; the next run that leans on it may.").format(run=_(run["run"]),
+                                                                              differs=run["differs"]))
         return out
 
     def frame(self) -> pd.DataFrame:
         shown = self.table.copy()
         shown["match"] = ["✓" if ok else "✗" for ok in self.matches]
         shown["yours"] = shown["yours"].fillna("—")
-        return shown[["section", "figure", "chapter", "yours", "library", "match"]]
+        # TRANSLATORS: the capstone's table: section, figure, the chapter's value, yours, the library's, match
+        headers = {"section": _("section"), "figure": _("figure"), "chapter": _("chapter"), "yours": _("yours"),
+                   "library": _("library"), "match": _("match")}
+        return shown[list(headers)].rename(columns=headers)
 
     def runs_frame(self) -> pd.DataFrame:
         shown = self.runs.copy()
         shown["match"] = ["✓" if d is None or d != d else "✗" for d in shown["differs"]]
         shown["differs"] = shown["differs"].fillna("")
-        return shown.set_index("run")
+        shown["run"] = [_(label) for label in shown["run"]]
+        # TRANSLATORS: the table of runs, yours beside the library's: the run's label, how it differs, match
+        headers = {"run": _("run"), "differs": _("differs"), "match": _("match")}
+        return shown.rename(columns=headers).set_index(headers["run"])
 
     def __repr__(self) -> str:
         if self.line is not None:
@@ -466,10 +499,12 @@ class Capstone:
         import html
 
         from .params import table
-        return (table(self.frame().set_index("section"))._repr_html_() + "\n<p>The same runs, yours beside the "
-                "library's, field by field (status, interruption, counts, dollars, each prompt, the answer, the files "
-                "deleted, the transcript, the trace):</p>\n" + table(self.runs_frame())._repr_html_() + "\n" +
-                "".join(f"<p>{html.escape(line)}</p>" for line in self.lines()))
+        shown = self.frame()
+        return (table(shown.set_index(shown.columns[0]))._repr_html_() + "\n<p>" + html.escape(
+            _("The same runs, yours beside the library's, field by field (status, interruption, counts, dollars, each "
+              "prompt, the answer, the files deleted, the transcript, the trace):"), quote=False) + "</p>\n" +
+            table(self.runs_frame())._repr_html_() + "\n" +
+            "".join(f"<p>{html.escape(line)}</p>" for line in self.lines()))
 
 
 async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **pieces) -> Capstone:
@@ -479,7 +514,8 @@ async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **piece
     deadline = PARAMETERS["DEADLINE_S"].check("DEADLINE_S", deadline)
     for name in PIECES:
         if not callable(pieces.get(name)):
-            raise params.ParameterError(f"capstone needs `{name}`, a function: run the cell above that defines it")
+            raise params.ParameterError(_("capstone needs `{name}`, a function: run the cell above that defines "
+                                          "it").format(name=name))
     if url is None:
         from ..scripted import ScriptedProvider
         url = ScriptedProvider.shared().base_url
@@ -512,11 +548,11 @@ def sections_plot(result: Capstone):
     y = list(range(len(per)))
     with style():
         ax.barh([i + 0.2 for i in y], per["library"], height=0.4, color=BLUE, label="harness_lib")
-        ax.barh([i - 0.2 for i in y], per["yours"], height=0.4, color=ORANGE, label="your harness")
-        ax.scatter(per["figures"], y, marker="|", s=300, color="black", label="the chapter's exact figures")
+        ax.barh([i - 0.2 for i in y], per["yours"], height=0.4, color=ORANGE, label=_("your harness"))
+        ax.scatter(per["figures"], y, marker="|", s=300, color="black", label=_("the chapter's exact figures"))
         ax.set_yticks(y, per.index)
-        ax.set_xlabel("exact figures reproduced")
-        ax.set_title("The chapter through your harness, section by section")
+        ax.set_xlabel(_("exact figures reproduced"))
+        ax.set_title(_("The chapter through your harness, section by section"))
         ax.legend(loc="lower right", fontsize=8)
     return fig
 

@@ -35,35 +35,39 @@ from ..checking import (
     plural,
     workspace,
 )
+from ..language import N_, Text, _
 
 CHILD = {"max_turns": 6, "max_budget_usd": 0.05}   # the chapter's limits
 
 
 def _case(child: str, point: str, stop_at: int | None = None, **limits) -> Case:
-    name = f"{child} child" + "".join(f", {k} {v}" for k, v in limits.items()) + \
-        (f", Stop at progress {stop_at}" if stop_at else "")
+    # TRANSLATORS: a case's name: "plan child", then the child's own limits (", max_turns 2"), names in the code
+    name = Text(N_("{script} child{limits}"), script=child, limits="".join(f", {k} {v}" for k, v in limits.items()))
+    if stop_at:
+        # TRANSLATORS: a case's name: "slow child, Stop at progress 1": Stop pressed at the scan's first progress line
+        name = Text(N_("{case}, Stop at progress {n}"), case=name, n=stop_at)
     return Case(name, point, {"child": child, "limits": {**CHILD, **limits}, "stop_at": stop_at})
 
 
 CASES = (  # the first case that fails is the one explained: the common path first, then each property
-    _case("plan", "the child runs its own transcript to its answer, and only that answer reaches the parent"),
-    _case("runaway", "a runaway child stops at its own cap, and the parent goes on with 'no result'"),
-    _case("runaway", "the child's own budget stops it before its cap: it cannot spend what it was not given",
+    _case("plan", N_("the child runs its own transcript to its answer, and only that answer reaches the parent")),
+    _case("runaway", N_("a runaway child stops at its own cap, and the parent goes on with 'no result'")),
+    _case("runaway", N_("the child's own budget stops it before its cap: it cannot spend what it was not given"),
           max_budget_usd=0.003),
-    _case("plan", "a child stopped by its budget before its answer is no result for the parent",
+    _case("plan", N_("a child stopped by its budget before its answer is no result for the parent"),
           max_budget_usd=0.001),
-    _case("plan", "a child capped before its answer is no result for the parent", max_turns=2),
-    _case("plan", "a cap reached exactly on the child's answer still returns the answer", max_turns=3),
-    _case("slow", "one Stop ends the tree: the child ends interrupted, and the parent with it", stop_at=1),
-    _case("slow", "a Stop after the scan's last step, before the child's next call, ends the tree too", stop_at=3),
-    _case("destructive", "a child stopped for approval was not cancelled: it is no result, and the parent goes on"),
-    _case("slow", "a slow child not stopped completes, and its answer reaches the parent"),
-    _case("recover", "the child reads its own tool errors and recovers: the parent gets its answer"),
-    _case("forbidden", "a child that fails every turn is stopped by its own cap"),
-    _case("direct", "the child's answer, whatever the script, is the parent's tool result"),
-    _case("repeat", "the child's answer, whatever the script, is the parent's tool result"),
-    _case("answer", "a child that answers at once still reports its one turn"),
-    _case("delegate", "a child asking for a tool it was not given is told so, and answers"),
+    _case("plan", N_("a child capped before its answer is no result for the parent"), max_turns=2),
+    _case("plan", N_("a cap reached exactly on the child's answer still returns the answer"), max_turns=3),
+    _case("slow", N_("one Stop ends the tree: the child ends interrupted, and the parent with it"), stop_at=1),
+    _case("slow", N_("a Stop after the scan's last step, before the child's next call, ends the tree too"), stop_at=3),
+    _case("destructive", N_("a child stopped for approval was not cancelled: it is no result, and the parent goes on")),
+    _case("slow", N_("a slow child not stopped completes, and its answer reaches the parent")),
+    _case("recover", N_("the child reads its own tool errors and recovers: the parent gets its answer")),
+    _case("forbidden", N_("a child that fails every turn is stopped by its own cap")),
+    _case("direct", N_("the child's answer, whatever the script, is the parent's tool result")),
+    _case("repeat", N_("the child's answer, whatever the script, is the parent's tool result")),
+    _case("answer", N_("a child that answers at once still reports its one turn")),
+    _case("delegate", N_("a child asking for a tool it was not given is told so, and answers")),
 )
 
 
@@ -80,7 +84,8 @@ async def _tree(make, case: Case, url: str) -> dict:
     tools, parent, raised = workspace().tools(**QUICK_SCAN), {}, []
     research = make([_stopping(t, case.args["stop_at"], parent) if t.name == "scan_archive" else t for t in tools])
     if not isinstance(research, Tool):
-        raise Shape(f"`research_tool` returned {type(research).__name__}: return the Tool it builds")
+        raise Shape(Text(N_("`research_tool` returned {kind}: return the Tool it builds"),
+                         kind=type(research).__name__))
 
     async def watched(args, ctx):
         try:
@@ -142,31 +147,39 @@ async def expected(case: Case, url: str) -> dict:
 
 def _child(c) -> str:
     if not isinstance(c, dict):
-        return "no child reported"
+        return _("no child reported")
     turns = c.get("turns")
-    return f"child {c.get('status')}, {plural(turns, 'turn') if isinstance(turns, int) else turns}, " \
-           f"{dollars(c.get('costUsd'))}"
+    # TRANSLATORS: the child's summary: "child completed, 3 turns, $0.002466" (its status stays as the code says it)
+    return _("child {status}, {turns}, {cost}").format(
+        status=c.get("status"), turns=plural(turns, N_("turn"), N_("turns")) if isinstance(turns, int) else turns,
+        cost=dollars(c.get("costUsd")))
 
 
 def _trace_difference(e, y) -> str:
     if not isinstance(y, list):
-        return "no trace"
+        return _("no trace")
     for i, (a, b) in enumerate(zip(e, y)):
         if a != b:
-            return f"trace line {i + 1} expected {a['runId']} {a['type']}, yours {b['runId']} {b['type']}"
-    return f"the trace has {len(e)} lines, yours {len(y)}"
+            # TRANSLATORS: "trace line 4 expected child turn, yours parent turn": whose line (parent, child) and its
+            # type, as the trace writes them
+            return _("trace line {n} expected {expected_run} {expected_type}, yours {yours_run} {yours_type}").format(
+                n=i + 1, expected_run=a["runId"], expected_type=a["type"], yours_run=b["runId"], yours_type=b["type"])
+    return _("the trace has {expected} lines, yours {yours}").format(expected=len(e), yours=len(y))
 
 
-CHILD_FIELD = Field("child", show=_child, describe=lambda e, y: f"expected {_child(e)}, yours {_child(y)}")
+CHILD_FIELD = Field("child", show=_child, describe=lambda e, y: _("expected {expected}, yours {yours}").format(
+    expected=_child(e), yours=_child(y)))
 
 
 def _short(text, n: int = 30) -> str:
     return repr(text if not isinstance(text, str) or len(text) <= n else text[:n - 3] + "...")
 
 
-RECEIVED = Field("received", show=lambda r: "received " + _short(r),
-                 describe=lambda e, y: f"the parent's window received: expected {_short(e, 60)}, yours {_short(y, 60)}")
-TRACE = Field("trace", show=lambda t: f"{len(t)} trace lines" if isinstance(t, list) else repr(t),
+# TRANSLATORS: "received 'The timeout is set in c...'": what the parent's window received from the child
+RECEIVED = Field("received", show=lambda r: _("received {text}").format(text=_short(r)),
+                 describe=lambda e, y: _("the parent's window received: expected {expected}, yours {yours}").format(
+                     expected=_short(e, 60), yours=_short(y, 60)))
+TRACE = Field("trace", show=lambda t: _("{n} trace lines").format(n=len(t)) if isinstance(t, list) else repr(t),
               describe=_trace_difference, follows=True)
 
 
@@ -179,39 +192,39 @@ def _child_is(y: dict, key: str):
 
 
 HINTS = (
-    Hint("your child never stopped: give it limits of its own, `Options(max_turns=max_turns, "
-         "max_budget_usd=max_budget_usd)`, so a runaway child ends there and the parent goes on",
+    Hint(N_("your child never stopped: give it limits of its own, `Options(max_turns=max_turns, "
+            "max_budget_usd=max_budget_usd)`, so a runaway child ends there and the parent goes on"),
          lambda c, e, y: y.get("hung") is not None),
-    Hint("Stop did not end the tree: when the child ends interrupted by a cancellation, raise "
-         "`asyncio.CancelledError` with its reason, so the parent ends interrupted too",
+    Hint(N_("Stop did not end the tree: when the child ends interrupted by a cancellation, raise "
+            "`asyncio.CancelledError` with its reason, so the parent ends interrupted too"),
          lambda c, e, y: _stopped(c) and not y["status"].startswith("interrupted")),
-    Hint("nobody pressed Stop: raise the cancellation only for a child interrupted with type 'cancelled'; a child "
-         "stopped for approval (or by a limit) is a result, 'no result: ...', and the parent goes on",
+    Hint(N_("nobody pressed Stop: raise the cancellation only for a child interrupted with type 'cancelled'; a child "
+            "stopped for approval (or by a limit) is a result, 'no result: ...', and the parent goes on"),
          lambda c, e, y: not _stopped(c) and (y["status"].startswith("interrupted") if y.get("raised") is None
                                               else c.args["child"] == "destructive")),
-    Hint("the Stop reached the parent without its reason: raise `asyncio.CancelledError(reason)` with the child's "
-         "`interruption['reason']`", lambda c, e, y: _stopped(c) and y["status"] != e["status"]),
-    Hint("no child was reported: call `ctx.report_subrun(...)` with the child's run id, status, turns, cost and "
-         "messages, so that the parent's total (and its budget) count what the child spent",
+    Hint(N_("the Stop reached the parent without its reason: raise `asyncio.CancelledError(reason)` with the child's "
+            "`interruption['reason']`"), lambda c, e, y: _stopped(c) and y["status"] != e["status"]),
+    Hint(N_("no child was reported: call `ctx.report_subrun(...)` with the child's run id, status, turns, cost and "
+            "messages, so that the parent's total (and its budget) count what the child spent"),
          lambda c, e, y: y["child"] is None),
-    Hint("the child ran past its own budget: pass `max_budget_usd` to the child's `Options`; a child cannot "
-         "spend what it was not given", lambda c, e, y: _child_is(e, "status") == "budget_exceeded"
+    Hint(N_("the child ran past its own budget: pass `max_budget_usd` to the child's `Options`; a child cannot "
+            "spend what it was not given"), lambda c, e, y: _child_is(e, "status") == "budget_exceeded"
          and _child_is(y, "status") != "budget_exceeded"),
-    Hint("the child ran past its own cap: pass `max_turns` to the child's `Options`",
+    Hint(N_("the child ran past its own cap: pass `max_turns` to the child's `Options`"),
          lambda c, e, y: _child_is(e, "status") == "max_turns_exceeded"
          and (_child_is(y, "turns") or 0) > _child_is(e, "turns")),
-    Hint("the child's run is its own: start it with `new_run(RESEARCH_SYSTEM, args['question'], child_model)`, "
-         "its own system prompt and the question, not the parent's task",
+    Hint(N_("the child's run is its own: start it with `new_run(RESEARCH_SYSTEM, args['question'], child_model)`, "
+            "its own system prompt and the question, not the parent's task"),
          lambda c, e, y: _child_is(y, "costUsd") != _child_is(e, "costUsd")
          and _child_is(y, "turns") == _child_is(e, "turns")),
-    Hint("a child that did not complete has no answer: return 'no result: the research run ended <status>', "
-         "so the parent's window says in words what became of it",
+    Hint(N_("a child that did not complete has no answer: return 'no result: the research run ended <status>', "
+            "so the parent's window says in words what became of it"),
          lambda c, e, y: _child_is(e, "status") != "completed" and y["received"] != e["received"]),
-    Hint("the parent's window gets the child's answer (`out.output`), not its transcript: that is the child's own "
-         "window", lambda c, e, y: y["received"] != e["received"] and len(str(y["received"])) > len(e["received"])),
-    Hint("report the child as it ended: its `total_cost_usd` as `costUsd`, its turns, its status and "
-         "`len(out.messages)`", lambda c, e, y: y["child"] != e["child"]),
-    Hint("the child's lines belong in the parent's trace: pass `trace=ctx.trace` to the child's `Options`",
+    Hint(N_("the parent's window gets the child's answer (`out.output`), not its transcript: that is the child's own "
+            "window"), lambda c, e, y: y["received"] != e["received"] and len(str(y["received"])) > len(e["received"])),
+    Hint(N_("report the child as it ended: its `total_cost_usd` as `costUsd`, its turns, its status and "
+            "`len(out.messages)`"), lambda c, e, y: y["child"] != e["child"]),
+    Hint(N_("the child's lines belong in the parent's trace: pass `trace=ctx.trace` to the child's `Options`"),
          lambda c, e, y: [t for t in y["trace"] if t["runId"] == "child"] != [t for t in e["trace"]
                                                                               if t["runId"] == "child"]),
 )

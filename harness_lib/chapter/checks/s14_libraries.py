@@ -31,33 +31,37 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 
 def _case(script: str, *predicates: tuple, point: str) -> Case:
-    said = ", ".join(f"{p[0]}({', '.join(repr(a) for a in p[1:])})" for p in predicates) or "nothing"
-    return Case(f"{script}, stop when {said}", point, {"script": script, "predicates": predicates})
+    said = ", ".join(f"{p[0]}({', '.join(repr(a) for a in p[1:])})" for p in predicates)
+    # TRANSLATORS: a case's name: "runaway, stop when step_count_is(2)": the script, then the predicates, as code
+    name = Text(N_("{script}, stop when {predicates}"), script=script, predicates=said) if said else \
+        Text(N_("{script}, stop when nothing"), script=script)
+    return Case(name, point, {"script": script, "predicates": predicates})
 
 
 CASES = (  # the first case that fails is the one explained: each predicate alone, then the list, then the edges
-    _case("runaway", ("step_count_is", 2), point="the step count is asked after each step, its tools run"),
-    _case("runaway", ("step_count_is", 1), point="a step count of 1 ends the run after its first step"),
-    _case("plan", ("has_tool_call", "read_file"), point="has_tool_call is true once the last step called the tool"),
-    _case("plan", ("has_tool_call", "list_files"), point="has_tool_call is true of the step that called the tool"),
+    _case("runaway", ("step_count_is", 2), point=N_("the step count is asked after each step, its tools run")),
+    _case("runaway", ("step_count_is", 1), point=N_("a step count of 1 ends the run after its first step")),
+    _case("plan", ("has_tool_call", "read_file"), point=N_("has_tool_call is true once the last step called the tool")),
+    _case("plan", ("has_tool_call", "list_files"), point=N_("has_tool_call is true of the step that called the tool")),
     _case("runaway", ("called_at_least", "list_files", 3),
-          point="called_at_least counts every call of the tool in the run, and fires at n"),
+          point=N_("called_at_least counts every call of the tool in the run, and fires at n")),
     _case("runaway", ("step_count_is", 8), ("called_at_least", "list_files", 3),
-          point="any one true predicate stops the run: your own fires at 3, before the step count of 8"),
+          point=N_("any one true predicate stops the run: your own fires at 3, before the step count of 8")),
     _case("runaway", ("step_count_is", 3), ("called_at_least", "list_files", 10),
-          point="any one true predicate stops the run, the first in the list as well as the last"),
+          point=N_("any one true predicate stops the run, the first in the list as well as the last")),
     _case("runaway", ("step_count_is", 8), ("has_tool_call", "list_files"),
-          point="has_tool_call('list_files') is true after the first step, whatever the step count says"),
-    _case("repeat", ("called_at_least", "read_file", 2), point="the same call asked twice is two calls"),
-    _case("slow", ("has_tool_call", "scan_archive"), point="a predicate on the slow tool fires once it has run"),
-    _case("plan", point="with no predicate at all, only an answer ends the run"),
-    _case("plan", ("step_count_is", 3), point="a reply that asks for nothing ends the run, before any predicate"),
-    _case("answer", ("step_count_is", 1), point="an answer on the first step completes the run"),
-    _case("direct", ("has_tool_call", "list_files"), point="a predicate that never comes true changes nothing"),
-    _case("runaway", ("step_count_is", 8), point="the chapter's stepCountIs(8): eight steps, their calls run"),
+          point=N_("has_tool_call('list_files') is true after the first step, whatever the step count says")),
+    _case("repeat", ("called_at_least", "read_file", 2), point=N_("the same call asked twice is two calls")),
+    _case("slow", ("has_tool_call", "scan_archive"), point=N_("a predicate on the slow tool fires once it has run")),
+    _case("plan", point=N_("with no predicate at all, only an answer ends the run")),
+    _case("plan", ("step_count_is", 3), point=N_("a reply that asks for nothing ends the run, before any predicate")),
+    _case("answer", ("step_count_is", 1), point=N_("an answer on the first step completes the run")),
+    _case("direct", ("has_tool_call", "list_files"), point=N_("a predicate that never comes true changes nothing")),
+    _case("runaway", ("step_count_is", 8), point=N_("the chapter's stepCountIs(8): eight steps, their calls run")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out")
@@ -106,13 +110,17 @@ async def expected(case: Case, url: str) -> dict:
 
 def _asked(a) -> str:
     if not isinstance(a, list) or not a:
-        return "never asked" if a == [] else repr(a)
-    return "asked after " + (f"steps {a[0]} to {a[-1]}" if a == list(range(a[0], a[-1] + 1)) and len(a) > 2
-                             else "step" + ("s " if len(a) > 1 else " ") + ", ".join(map(str, a)))
+        return _("never asked") if a == [] else repr(a)
+    if a == list(range(a[0], a[-1] + 1)) and len(a) > 2:
+        return _("asked after steps {first} to {last}").format(first=a[0], last=a[-1])
+    if len(a) > 1:
+        return _("asked after steps {steps}").format(steps=", ".join(map(str, a)))
+    return _("asked after step {step}").format(step=a[0])
 
 
-ASKED = Field("asked", show=_asked, describe=lambda e, y: f"the predicates were {_asked(e)} (the number of steps "
-              f"they were shown), yours {_asked(y)}")
+ASKED = Field("asked", show=_asked, describe=lambda e, y: _(
+    "the predicates were {expected} (the number of steps they were shown), yours {yours}").format(
+    expected=_asked(e), yours=_asked(y)))
 
 
 def _names(c: Case) -> set[str]:
@@ -124,39 +132,40 @@ def _late(c: Case, e: dict, y: dict) -> bool:
 
 
 NEVER = {
-    "step_count_is": "step_count_is(n) is true once n steps have run, `len(steps) == n`",
-    "has_tool_call": "has_tool_call(name) is true when the last step called `name`",
-    "called_at_least": "called_at_least(name, n) counts every call of `name` in every step so far, true at n",
+    "step_count_is": N_("step_count_is(n) is true once n steps have run, `len(steps) == n`"),
+    "has_tool_call": N_("has_tool_call(name) is true when the last step called `name`"),
+    "called_at_least": N_("called_at_least(name, n) counts every call of `name` in every step so far, true at n"),
 }
 
 HINTS = (
-    Hint("your loop never stopped: after each step, ask every predicate in `stop_when` about the steps so far and "
-         "return once one says yes", lambda c, e, y: y.get("hung") is not None and len(_names(c)) > 1),
-    *(Hint(f"your loop never stopped: {says}; or your loop never asked it (after each step, ask every predicate in "
-           "`stop_when`)", lambda c, e, y, name=name: y.get("hung") is not None and _names(c) == {name})
+    Hint(N_("your loop never stopped: after each step, ask every predicate in `stop_when` about the steps so far and "
+            "return once one says yes"), lambda c, e, y: y.get("hung") is not None and len(_names(c)) > 1),
+    *(Hint(Text(N_("your loop never stopped: {says}; or your loop never asked it (after each step, ask every "
+                   "predicate in `stop_when`)"), says=Text(says)),
+           lambda c, e, y, name=name: y.get("hung") is not None and _names(c) == {name})
       for name, says in NEVER.items()),
-    Hint("the predicates were asked before the step was added to `steps`: each step goes into `steps` as soon as its "
-         "tools have run, and only then are the predicates asked",
+    Hint(N_("the predicates were asked before the step was added to `steps`: each step goes into `steps` as soon as "
+            "its tools have run, and only then are the predicates asked"),
          lambda c, e, y: y["asked"] and e["asked"] and y["asked"][0] < e["asked"][0]),
-    Hint("the run's status is the loop's word for how it ended: `stopped` when a predicate said yes, `completed` "
-         "for an answer", lambda c, e, y: y["turns"] == e["turns"] and y["status"] != e["status"]
+    Hint(N_("the run's status is the loop's word for how it ended: `stopped` when a predicate said yes, `completed` "
+            "for an answer"), lambda c, e, y: y["turns"] == e["turns"] and y["status"] != e["status"]
          and y["status"] not in ("completed", "stopped")),
-    Hint("with no predicate, nothing stops the run but an answer: `any` of an empty list is false (`all` of it is "
-         "true)", lambda c, e, y: not c.args["predicates"] and y["status"] != e["status"]),
-    Hint("any one true predicate stops the run (`any`), not all of them together",
+    Hint(N_("with no predicate, nothing stops the run but an answer: `any` of an empty list is false (`all` of it is "
+            "true)"), lambda c, e, y: not c.args["predicates"] and y["status"] != e["status"]),
+    Hint(N_("any one true predicate stops the run (`any`), not all of them together"),
          lambda c, e, y: len(c.args["predicates"]) > 1 and _late(c, e, y)),
-    Hint("your loop stopped before running the step's tools: ai asks its predicates after each step, a model call "
-         "and the tools it asked for, so a stopped run has run its last calls",
+    Hint(N_("your loop stopped before running the step's tools: ai asks its predicates after each step, a model call "
+            "and the tools it asked for, so a stopped run has run its last calls"),
          lambda c, e, y: y["turns"] == e["turns"] and y["tool_runs"] < e["tool_runs"]),
-    Hint("a reply that asks for nothing ends the run as `completed`, before any predicate is asked",
+    Hint(N_("a reply that asks for nothing ends the run as `completed`, before any predicate is asked"),
          lambda c, e, y: e["status"] == "completed" and y["status"] == "stopped"),
-    Hint("step_count_is(n) is true once n steps have run: `len(steps) == n` (count the step before asking)",
+    Hint(N_("step_count_is(n) is true once n steps have run: `len(steps) == n` (count the step before asking)"),
          lambda c, e, y: _names(c) == {"step_count_is"} and y["turns"] != e["turns"]),
-    Hint("has_tool_call(name) is true when the last step, `steps[-1]`, called `name`: compare each call's "
-         "`call['function']['name']`", lambda c, e, y: _names(c) == {"has_tool_call"} and y["turns"] != e["turns"]),
-    Hint("called_at_least(name, n) counts every call of `name` in every step so far, and is true once the count "
-         "reaches n (`>=`)", lambda c, e, y: _names(c) == {"called_at_least"} and y["turns"] != e["turns"]),
-    Hint("`in` and `out` add up every step's usage", lambda c, e, y: (y["in"], y["out"]) != (e["in"], e["out"])),
+    Hint(N_("has_tool_call(name) is true when the last step, `steps[-1]`, called `name`: compare each call's "
+            "`call['function']['name']`"), lambda c, e, y: _names(c) == {"has_tool_call"} and y["turns"] != e["turns"]),
+    Hint(N_("called_at_least(name, n) counts every call of `name` in every step so far, and is true once the count "
+            "reaches n (`>=`)"), lambda c, e, y: _names(c) == {"called_at_least"} and y["turns"] != e["turns"]),
+    Hint(N_("`in` and `out` add up every step's usage"), lambda c, e, y: (y["in"], y["out"]) != (e["in"], e["out"])),
 )
 
 CHECK = Check("14-libraries", ("agent_loop", "step_count_is", "has_tool_call", "called_at_least"), CASES,

@@ -35,31 +35,38 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 DROPPED = "(dropped)"     # the notebook's placeholder
 SAYS = "Call list_files to see what exists."   # one that keeps what recover reads
 
 
 def _case(script: str, cap: int, keep: int | None, point: str, placeholder: str = DROPPED) -> Case:
-    name = f"{script}, cap {cap}, " + ("no window" if keep is None else f"keep {keep}") + \
-        (f", placeholder {placeholder!r}" if placeholder != DROPPED else "")
+    # TRANSLATORS: a case's name: "runaway, cap 8, keep 1": the script, its turn cap, and how many tool results the
+    # window keeps whole (keep_last)
+    name = Text(N_("{script}, cap {cap}, no window"), script=script, cap=cap) if keep is None else \
+        Text(N_("{script}, cap {cap}, keep {keep}"), script=script, cap=cap, keep=keep)
+    if placeholder != DROPPED:
+        # TRANSLATORS: a case's name, then the placeholder its window sends (as Python writes a string)
+        name = Text(N_("{case}, placeholder {placeholder}"), case=name, placeholder=repr(placeholder))
     return Case(name, point, {"script": script, "cap": cap, "keep": keep, "placeholder": placeholder})
 
 
 CASES = (  # the first case that fails is the one explained: the loop alone, then the window's edges
-    _case("plan", 20, None, "without a window every request resends the whole transcript, as the library does"),
-    _case("runaway", 8, 1, "every tool result but the newest is sent as the placeholder; the transcript stays whole"),
-    _case("runaway", 8, 0, "a window keeping 0 results sends every one of them as the placeholder, the newest too"),
-    _case("runaway", 8, 3, "a request with fewer results than keep_last sends them all whole"),
-    _case("recover", 20, 1, "recover's error is dropped once it is old: it forgets why it listed the files"),
-    _case("recover", 20, 3, "a window that keeps every result changes nothing"),
-    _case("recover", 20, 1, "a placeholder that keeps the sentence recover reads lets it recover", SAYS),
-    _case("plan", 20, 1, "plan never reads what it asked for: the window saves tokens and changes nothing else"),
-    _case("forbidden", 12, 1, "the window shrinks every request after the second; the cap still ends the run"),
-    _case("recover", 1, 1, "a cap that ends the run on a tool call leaves that call owed, window or not"),
-    _case("repeat", 20, 2, "the window changes what is sent, never the calls the loop runs"),
-    _case("answer", 20, 0, "a run without tool results has nothing to drop"),
-    _case("runaway", 13, None, "without a window the runaway's requests grow as the library's do"),
+    _case("plan", 20, None, N_("without a window every request resends the whole transcript, as the library does")),
+    _case("runaway", 8, 1,
+          N_("every tool result but the newest is sent as the placeholder; the transcript stays whole")),
+    _case("runaway", 8, 0, N_("a window keeping 0 results sends every one of them as the placeholder, the newest too")),
+    _case("runaway", 8, 3, N_("a request with fewer results than keep_last sends them all whole")),
+    _case("recover", 20, 1, N_("recover's error is dropped once it is old: it forgets why it listed the files")),
+    _case("recover", 20, 3, N_("a window that keeps every result changes nothing")),
+    _case("recover", 20, 1, N_("a placeholder that keeps the sentence recover reads lets it recover"), SAYS),
+    _case("plan", 20, 1, N_("plan never reads what it asked for: the window saves tokens and changes nothing else")),
+    _case("forbidden", 12, 1, N_("the window shrinks every request after the second; the cap still ends the run")),
+    _case("recover", 1, 1, N_("a cap that ends the run on a tool call leaves that call owed, window or not")),
+    _case("repeat", 20, 2, N_("the window changes what is sent, never the calls the loop runs")),
+    _case("answer", 20, 0, N_("a run without tool results has nothing to drop")),
+    _case("runaway", 13, None, N_("without a window the runaway's requests grow as the library's do")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer")
@@ -123,21 +130,29 @@ async def expected(case: Case, url: str) -> dict:
 
 def _sent_difference(expected, yours) -> str:
     if not isinstance(yours, list) or len(yours) != len(expected):
-        return f"the window made {len(expected)} requests, yours {len(yours) if isinstance(yours, list) else yours}"
+        return _("the window made {expected} requests, yours {yours}").format(
+            expected=len(expected), yours=len(yours) if isinstance(yours, list) else yours)
     for n, (e, y) in enumerate(zip(expected, yours), 1):
         if len(e) != len(y):
-            return f"request {n} has {len(e)} messages, yours {len(y)}"
+            return _("request {n} has {expected} messages, yours {yours}").format(n=n, expected=len(e), yours=len(y))
         for i, (a, b) in enumerate(zip(e, y), 1):
             if a != b:
                 keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                return f"request {n}, message {i} ({a.get('role')}): " + "; ".join(
-                    f"{k} expected {str(a.get(k))[:40]!r}, yours {str(b.get(k))[:40]!r}" for k in keys)
-    return "the requests differ"
+                # TRANSLATORS: "content expected '(dropped)', yours '...'": a message's key, as the code names it
+                said = [_("{key} expected {expected}, yours {yours}").format(
+                    key=k, expected=repr(str(a.get(k))[:40]), yours=repr(str(b.get(k))[:40])) for k in keys]
+                # TRANSLATORS: "request 3, message 4 (tool): content expected ..."; the role as the transcript says it
+                return _("request {n}, message {i} ({role}): {differences}").format(
+                    n=n, i=i, role=a.get("role"), differences="; ".join(said))
+    return _("the requests differ")
 
 
-PROMPTS = Field("prompts", show=lambda p: f"requests of {p[0]:,} to {p[-1]:,} tokens" if p and isinstance(p, list)
-                else repr(p), label="each request's input tokens", follows=True)
-SENT = Field("sent", show=lambda s: f"{len(s)} windowed" if s else "not windowed", describe=_sent_difference)
+# TRANSLATORS: "requests of 204 to 342 tokens": the first request's input tokens and the last's
+PROMPTS = Field("prompts", show=lambda p: _("requests of {first:,} to {last:,} tokens").format(first=p[0], last=p[-1])
+                if p and isinstance(p, list) else repr(p), label=N_("each request's input tokens"), follows=True)
+# TRANSLATORS: "12 windowed": how many requests went through the window
+SENT = Field("sent", show=lambda s: _("{n} windowed").format(n=len(s)) if s else _("not windowed"),
+             describe=_sent_difference)
 
 
 def _request(e: dict, y: dict):
@@ -180,32 +195,32 @@ def _transcript_windowed(c: Case, e: dict, y: dict) -> bool:
 
 
 HINTS = (
-    Hint("without a window the loop sends the transcript as it is: `window(messages) if window else messages`",
+    Hint(N_("without a window the loop sends the transcript as it is: `window(messages) if window else messages`"),
          lambda c, e, y: c.args["keep"] is None and y.get("raised") is not None),
-    Hint("your loop never asked the window: each request sends `window(messages)`, the transcript kept whole",
+    Hint(N_("your loop never asked the window: each request sends `window(messages)`, the transcript kept whole"),
          lambda c, e, y: c.args["keep"] is not None and y["sent"] == [] and e["sent"]),
-    Hint("the window changed the transcript itself: build new messages (`{**m, 'content': placeholder}`), the "
-         "transcript the loop keeps stays whole, only what is sent changes", _transcript_windowed),
-    Hint("your loop windowed its own transcript: the transcript the caller gave keeps every message, whole; "
-         "only what is sent is `window(messages)`",
+    Hint(N_("the window changed the transcript itself: build new messages (`{**m, 'content': placeholder}`), the "
+            "transcript the loop keeps stays whole, only what is sent changes"), _transcript_windowed),
+    Hint(N_("your loop windowed its own transcript: the transcript the caller gave keeps every message, whole; "
+            "only what is sent is `window(messages)`"),
          lambda c, e, y: y["sent"] == e["sent"] and y["messages"] != e["messages"]),
-    Hint("the placeholder given is the one to send, not one of your own",
+    Hint(N_("the placeholder given is the one to send, not one of your own"),
          lambda c, e, y: c.args["placeholder"] != DROPPED and DROPPED in str(y["sent"])),
-    Hint("a tool result must follow the call it answers: replace its text only, keep the message where it is, "
-         "with its `tool_call_id` and `name` (the call id ties the result to its call)", _unpaired),
-    Hint("only tool results go out as the placeholder: the system prompt, the task and the assistant's calls are "
-         "sent as they are", _others_changed),
-    Hint("keep_last 0 keeps no result whole: all of them go as the placeholder, the newest too (`results[:-0]` is "
-         "empty: count from the front, `len(results) - keep_last`)",
+    Hint(N_("a tool result must follow the call it answers: replace its text only, keep the message where it is, "
+            "with its `tool_call_id` and `name` (the call id ties the result to its call)"), _unpaired),
+    Hint(N_("only tool results go out as the placeholder: the system prompt, the task and the assistant's calls are "
+            "sent as they are"), _others_changed),
+    Hint(N_("keep_last 0 keeps no result whole: all of them go as the placeholder, the newest too (`results[:-0]` is "
+            "empty: count from the front, `len(results) - keep_last`)"),
          lambda c, e, y: c.args["keep"] == 0 and y["sent"] != e["sent"]),
-    Hint("with fewer results than keep_last, nothing is dropped: `len(results) - keep_last` is negative there, and a "
-         "negative slice end drops from the front (`max(..., 0)`)", _fewer_than_kept),
-    Hint("the newest keep_last results are the last ones: drop the older ones, before them, and send those at the "
-         "end whole", _newest_dropped),
-    Hint("every tool result but the newest keep_last goes as the placeholder: count the results of the whole "
-         "transcript, not of the last turn", lambda c, e, y: y["sent"] != e["sent"]),
-    Hint("each request is what the window made of the transcript: send the window's view, and keep appending to the "
-         "transcript itself", lambda c, e, y: y["prompts"] != e["prompts"]),
+    Hint(N_("with fewer results than keep_last, nothing is dropped: `len(results) - keep_last` is negative there, and "
+            "a negative slice end drops from the front (`max(..., 0)`)"), _fewer_than_kept),
+    Hint(N_("the newest keep_last results are the last ones: drop the older ones, before them, and send those at the "
+            "end whole"), _newest_dropped),
+    Hint(N_("every tool result but the newest keep_last goes as the placeholder: count the results of the whole "
+            "transcript, not of the last turn"), lambda c, e, y: y["sent"] != e["sent"]),
+    Hint(N_("each request is what the window made of the transcript: send the window's view, and keep appending to the "
+            "transcript itself"), lambda c, e, y: y["prompts"] != e["prompts"]),
 )
 
 CHECK = Check("15-what-is-left", ("agent_loop", "drop_old_tool_results"), CASES,
