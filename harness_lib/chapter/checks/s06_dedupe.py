@@ -35,6 +35,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict:
@@ -42,40 +43,47 @@ def _call(call_id: str, name: str, arguments: str) -> dict:
 
 
 READ = _call("c1", "read_file", '{"path": "errors.log"}')
+ANOTHER_ID, KEY_ORDER, ANOTHER_FILE, ANOTHER_TOOL = (N_("another id"), N_("keys in another order"),
+                                                     N_("another file"), N_("another tool"))
 PAIRS = (  # (how the second call differs from the first, the two calls)
-    ("another id", READ, _call("c2", "read_file", '{"path": "errors.log"}')),
-    ("keys in another order", _call("c1", "scan_archive", '{"pattern": "timeout", "path": "archive"}'),
+    (ANOTHER_ID, READ, _call("c2", "read_file", '{"path": "errors.log"}')),
+    (KEY_ORDER, _call("c1", "scan_archive", '{"pattern": "timeout", "path": "archive"}'),
      _call("c2", "scan_archive", '{"path":"archive","pattern":"timeout"}')),
-    ("another file", READ, _call("c2", "read_file", '{"path": "notes.txt"}')),
-    ("another tool", READ, _call("c2", "delete_file", '{"path": "errors.log"}')),
+    (ANOTHER_FILE, READ, _call("c2", "read_file", '{"path": "notes.txt"}')),
+    (ANOTHER_TOOL, READ, _call("c2", "delete_file", '{"path": "errors.log"}')),
 )
 
 
 def _case(script: str, dedupe: str, point: str, cap: int = 20) -> Case:
-    return Case(f"{script}, {dedupe}" + (f", cap {cap}" if cap != 20 else ""), point,
-                {"script": script, "dedupe": dedupe, "cap": cap})
+    """Named by its script and cache (names in the code, never translated), and its cap when not the default."""
+    # TRANSLATORS: a case's name in a check's table: a script (`runaway`), a cache (`read-only`), its turn cap
+    name = Text(N_("{script}, {dedupe}, cap {cap}"), script=script, dedupe=dedupe, cap=cap) if cap != 20 \
+        else f"{script}, {dedupe}"
+    return Case(name, point, {"script": script, "dedupe": dedupe, "cap": cap})
 
 
 CASES = (  # the first case that fails is the one explained: the signature, then the gate, then every script
-    Case("signature of 4 pairs", "a call's signature is its tool and its arguments, key order aside: not its id",
-         {"signature": True}),
-    _case("repeat", "read-only", "the chapter's gate answers the repeated read from the cache: the tool runs once"),
-    _case("delete_twice", "read-only", "the gate never answers a tool that writes: the second delete runs"),
-    _case("delete_twice", "all", "the naive cache answers any repeat, the delete's too: it runs once"),
-    _case("repeat", "off", "with the cache off, a repeat runs again"),
-    _case("repeat", "all", "the naive cache answers a repeated read as the gate does"),
-    _case("delete_twice", "off", "with the cache off, the second delete runs"),
-    _case("forbidden", "all", "only a successful result is kept: a call that failed is tried again", cap=8),
-    _case("runaway", "read-only", "a repeat is seen only once the model has been paid to ask: the turns are the "
-          "same, the tool runs fewer", cap=8),
-    _case("runaway", "off", "with the cache off, every call runs", cap=8),
-    _case("forbidden", "read-only", "only a successful result is kept: a call that failed is tried again", cap=8),
-    _case("recover", "all", "a failed read is never answered from the cache"),
-    _case("plan", "read-only", "calls that differ are never answered from the cache"),
-    _case("direct", "read-only", "a run without a repeat is the same under the gate"),
-    _case("destructive", "read-only", "a run without a repeat is the same under the gate"),
-    _case("slow", "read-only", "a run without a repeat is the same under the gate"),
-    _case("answer", "read-only", "a run without a call is the same under the gate"),
+    Case(N_("signature of 4 pairs"),
+         N_("a call's signature is its tool and its arguments, key order aside: not its id"), {"signature": True}),
+    _case("repeat", "read-only",
+          N_("the chapter's gate answers the repeated read from the cache: the tool runs once")),
+    _case("delete_twice", "read-only", N_("the gate never answers a tool that writes: the second delete runs")),
+    _case("delete_twice", "all", N_("the naive cache answers any repeat, the delete's too: it runs once")),
+    _case("repeat", "off", N_("with the cache off, a repeat runs again")),
+    _case("repeat", "all", N_("the naive cache answers a repeated read as the gate does")),
+    _case("delete_twice", "off", N_("with the cache off, the second delete runs")),
+    _case("forbidden", "all", N_("only a successful result is kept: a call that failed is tried again"), cap=8),
+    _case("runaway", "read-only", N_("a repeat is seen only once the model has been paid to ask: the turns are the "
+                                     "same, the tool runs fewer"), cap=8),
+    _case("runaway", "off", N_("with the cache off, every call runs"), cap=8),
+    _case("forbidden", "read-only", N_("only a successful result is kept: a call that failed is tried again"),
+          cap=8),
+    _case("recover", "all", N_("a failed read is never answered from the cache")),
+    _case("plan", "read-only", N_("calls that differ are never answered from the cache")),
+    _case("direct", "read-only", N_("a run without a repeat is the same under the gate")),
+    _case("destructive", "read-only", N_("a run without a repeat is the same under the gate")),
+    _case("slow", "read-only", N_("a run without a repeat is the same under the gate")),
+    _case("answer", "read-only", N_("a run without a call is the same under the gate")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd")
@@ -92,7 +100,9 @@ def _watched(tools: list, ran: list) -> list:
 
 
 def _verdicts(signature) -> list[str]:
-    return ["same" if signature(a) == signature(b) else "different" for _, a, b in PAIRS]
+    """For each pair, whether ``signature`` makes its two calls the same call: kept in English, shown through ``_``."""
+    # TRANSLATORS: a verdict on two tool calls: their signatures are the same, or different
+    return [N_("same") if signature(a) == signature(b) else N_("different") for _what, a, b in PAIRS]
 
 
 async def yours(pieces: dict, case: Case, url: str) -> dict:
@@ -125,32 +135,36 @@ async def expected(case: Case, url: str) -> dict:
 
 def _pairs_difference(e, y) -> str:
     if not isinstance(y, list) or len(y) != len(e):
-        return f"signature verdicts: {y!r}"
+        return _("signature verdicts: {verdicts}").format(verdicts=repr(y))
     i = next(i for i, (a, b) in enumerate(zip(e, y)) if a != b)
     what, a, b = PAIRS[i]
-    return (f"`{a['function']['name']} {a['function']['arguments']}` ({a['id']}) and `{b['function']['name']} "
-            f"{b['function']['arguments']}` ({b['id']}), {what}: expected {e[i]} calls, yours {y[i]}")
+    return _("`{first}` ({first_id}) and `{second}` ({second_id}), {what}: expected {expected} calls, yours "
+             "{yours}").format(first=f"{a['function']['name']} {a['function']['arguments']}", first_id=a["id"],
+                               second=f"{b['function']['name']} {b['function']['arguments']}", second_id=b["id"],
+                               what=_(what), expected=_(e[i]), yours=_(y[i]) if isinstance(y[i], str) else y[i])
 
 
-SIGNATURE = Field("signature", show=lambda v: ", ".join(v) if isinstance(v, list) else repr(v),
+SIGNATURE = Field("signature", show=lambda v: ", ".join(map(_, v)) if isinstance(v, list) else repr(v),
                   describe=_pairs_difference)
 def _ran(r) -> str:
     if not isinstance(r, list):
         return repr(r)
     names = [c.split(" ")[0] for c in r]
-    return "ran " + (", ".join(f"{n}×{names.count(n)}" for n in dict.fromkeys(names)) or "nothing")
+    ran = ", ".join(f"{n}×{names.count(n)}" for n in dict.fromkeys(names))
+    # TRANSLATORS: the tools that really ran, by name: "ran list_files×1, delete_file×1"
+    return _("ran {tools}").format(tools=ran) if ran else _("ran nothing")
 
 
 def _tally(r: list) -> str:
-    return "; ".join(f"{c} ×{r.count(c)}" for c in dict.fromkeys(r)) or "nothing"
+    return "; ".join(f"{c} ×{r.count(c)}" for c in dict.fromkeys(r)) or _("nothing")
 
 
-RAN = Field("ran", show=_ran, describe=lambda e, y: f"the tools really ran: expected {_tally(e)}, yours "
-                                                   f"{_tally(y) if isinstance(y, list) else repr(y)}")
+RAN = Field("ran", show=_ran, describe=lambda e, y: _("the tools really ran: expected {expected}, yours {yours}")
+            .format(expected=_tally(e), yours=_tally(y) if isinstance(y, list) else repr(y)))
 
 
 def _pair(e, y, what: str) -> bool:
-    i = next(i for i, (w, _, _) in enumerate(PAIRS) if w == what)
+    i = next(i for i, (w, _a, _b) in enumerate(PAIRS) if w == what)
     return e["signature"][i] != y["signature"][i]
 
 
@@ -159,32 +173,32 @@ def _mode(c: Case, script: str, dedupe: str) -> bool:
 
 
 HINTS = (
-    Hint("your signature tells apart two calls that differ only in their id: every call has an id of its own, so a "
-         "cache keyed on it never sees a repeat; key on the tool and its arguments",
-         lambda c, e, y: _pair(e, y, "another id")),
-    Hint("the same arguments in another key order (or spacing) are the same call: parse the arguments and dump them "
-         "again with `sort_keys=True`", lambda c, e, y: _pair(e, y, "keys in another order")),
-    Hint("your signature leaves something out: a read of another file, or another tool with the same arguments, is "
-         "another call; put the tool's name and its arguments in it",
-         lambda c, e, y: _pair(e, y, "another file") or _pair(e, y, "another tool")),
-    Hint("under \"read-only\" a tool that writes must run every time: the chapter's gate answers a repeat only when "
-         "`tool.read_only` (a second delete answered from the cache silently does not happen)",
+    Hint(N_("your signature tells apart two calls that differ only in their id: every call has an id of its own, so "
+            "a cache keyed on it never sees a repeat; key on the tool and its arguments"),
+         lambda c, e, y: _pair(e, y, ANOTHER_ID)),
+    Hint(N_("the same arguments in another key order (or spacing) are the same call: parse the arguments and dump "
+            "them again with `sort_keys=True`"), lambda c, e, y: _pair(e, y, KEY_ORDER)),
+    Hint(N_("your signature leaves something out: a read of another file, or another tool with the same arguments, "
+            "is another call; put the tool's name and its arguments in it"),
+         lambda c, e, y: _pair(e, y, ANOTHER_FILE) or _pair(e, y, ANOTHER_TOOL)),
+    Hint(N_("under \"read-only\" a tool that writes must run every time: the chapter's gate answers a repeat only "
+            "when `tool.read_only` (a second delete answered from the cache silently does not happen)"),
          lambda c, e, y: c.args.get("script") == "delete_twice" and len(y["ran"]) < len(e["ran"])
          and c.args["dedupe"] != "all"),
-    Hint("\"all\" is the naive cache: it answers a repeat of any tool, writes included (the chapter's "
-         "`opts.dedupeAll`)",
+    Hint(N_("\"all\" is the naive cache: it answers a repeat of any tool, writes included (the chapter's "
+            "`opts.dedupeAll`)"),
          lambda c, e, y: _mode(c, "delete_twice", "all") and len(y["ran"]) > len(e["ran"])),
-    Hint("a cached answer is not a tool run: count `tool_runs` only when the tool really runs",
+    Hint(N_("a cached answer is not a tool run: count `tool_runs` only when the tool really runs"),
          lambda c, e, y: y["ran"] == e["ran"] and y["tool_runs"] > e["tool_runs"]),
-    Hint("the repeated read ran again: look each call up by its signature (`key in seen`), never its call id, and "
-         "answer a repeat from what the first call returned", lambda c, e, y: c.args.get("dedupe") != "off"
+    Hint(N_("the repeated read ran again: look each call up by its signature (`key in seen`), never its call id, and "
+            "answer a repeat from what the first call returned"), lambda c, e, y: c.args.get("dedupe") != "off"
          and c.args.get("script") in ("repeat", "runaway") and len(y["ran"]) > len(e["ran"])),
-    Hint("with the cache \"off\" (the library's default) nothing is answered from it: every call runs",
+    Hint(N_("with the cache \"off\" (the library's default) nothing is answered from it: every call runs"),
          lambda c, e, y: c.args.get("dedupe") == "off" and len(y["ran"]) < len(e["ran"])),
-    Hint("only a successful result is kept: keep it once `tool.run` has returned, never an error's text, so a call "
-         "that failed is tried again", lambda c, e, y: c.args.get("script") in ("forbidden", "recover")
+    Hint(N_("only a successful result is kept: keep it once `tool.run` has returned, never an error's text, so a "
+            "call that failed is tried again"), lambda c, e, y: c.args.get("script") in ("forbidden", "recover")
          and len(y["ran"]) < len(e["ran"])),
-    Hint("a call answered from the cache gets exactly what the first call returned, under its own call id",
+    Hint(N_("a call answered from the cache gets exactly what the first call returned, under its own call id"),
          lambda c, e, y: y["ran"] == e["ran"] and y["messages"] != e["messages"]),
 )
 

@@ -15,6 +15,7 @@ loop keeps the library's order and words, so the two agree on every stop, the tr
 from __future__ import annotations
 
 import json
+import re
 
 from ..checking import (
     COST,
@@ -35,6 +36,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 REASON = "I only asked which file mentions a timeout; do not delete anything."
 APPROVE, REJECT, NO_REASON, SILENT = "approve", "reject", "reject without a reason", "reject silently"
@@ -45,47 +47,54 @@ def _case(name: str, point: str, script: str, *verdicts: str, cap: int = 20, res
     return Case(name, point, {"script": script, "verdicts": verdicts, "cap": cap, "restart": restart})
 
 
+def _capped(script: str, cap: int) -> Text:
+    # TRANSLATORS: a case's name in a check's table: a script (`destructive`) run under a turn cap
+    return Text(N_("{script}, cap {cap}"), script=script, cap=cap)
+
+
 CASES = (  # the gate, then each verdict, then restarts and sequences, then the scripts it must leave alone
-    _case("destructive, stopped", "a call to a tool that `needs_approval` stops the run: returned `interrupted`, "
-          "the call described in `{'type': 'approval', 'callId', 'toolName', 'args'}`, nothing deleted",
-          "destructive"),
-    _case("destructive, approved", "an approved call is an owed call now allowed to run: the file is deleted",
+    _case(N_("destructive, stopped"), N_("a call to a tool that `needs_approval` stops the run: returned "
+          "`interrupted`, the call described in `{'type': 'approval', 'callId', 'toolName', 'args'}`, nothing "
+          "deleted"), "destructive"),
+    _case(N_("destructive, approved"), N_("an approved call is an owed call now allowed to run: the file is deleted"),
           "destructive", APPROVE),
-    _case("destructive, rejected with a reason", "a rejection fills the call's slot in words, with the reason: the "
-          "model tells the user nothing was deleted", "destructive", REJECT),
-    _case("destructive, rejected without a reason", "a rejection without a reason still says so in words: `The user "
-          "declined this call.`", "destructive", NO_REASON),
-    _case("destructive, rejected silently", "a silent rejection leaves the slot empty, and the model reports a "
-          "deletion that never happened: the chapter's lie, reproduced", "destructive", SILENT),
-    _case("destructive, approved across a restart", "the run waiting for its verdict is plain data: saved and loaded "
-          "as JSON, approved, saved and loaded again, it goes on as if never stopped", "destructive", APPROVE,
+    _case(N_("destructive, rejected with a reason"), N_("a rejection fills the call's slot in words, with the reason: "
+          "the model tells the user nothing was deleted"), "destructive", REJECT),
+    _case(N_("destructive, rejected without a reason"), N_("a rejection without a reason still says so in words: "
+          "`The user declined this call.`"), "destructive", NO_REASON),
+    _case(N_("destructive, rejected silently"), N_("a silent rejection leaves the slot empty, and the model reports a "
+          "deletion that never happened: the chapter's lie, reproduced"), "destructive", SILENT),
+    _case(N_("destructive, approved across a restart"), N_("the run waiting for its verdict is plain data: saved and "
+          "loaded as JSON, approved, saved and loaded again, it goes on as if never stopped"), "destructive", APPROVE,
           restart=True),
-    _case("destructive, rejected across a restart", "a rejection kept in the run survives a restart too",
+    _case(N_("destructive, rejected across a restart"), N_("a rejection kept in the run survives a restart too"),
           "destructive", REJECT, restart=True),
-    _case("delete_twice, rejected then approved", "each call is decided on its own: the first refused in words, the "
-          "second, asked next, approved", "delete_twice", REJECT, APPROVE),
-    _case("delete_twice, approved then rejected", "an approval lets that one call run: the next call stops the run "
-          "again, and its rejection is written into its own slot", "delete_twice", APPROVE, REJECT),
-    _case("delete_twice, approved twice", "two approved deletes both run; the second finds the file gone and says so",
-          "delete_twice", APPROVE, APPROVE),
-    _case("delete_twice, rejected, then silently", "each rejection writes its own slot: words, then nothing",
+    _case(N_("delete_twice, rejected then approved"), N_("each call is decided on its own: the first refused in "
+          "words, the second, asked next, approved"), "delete_twice", REJECT, APPROVE),
+    _case(N_("delete_twice, approved then rejected"), N_("an approval lets that one call run: the next call stops the "
+          "run again, and its rejection is written into its own slot"), "delete_twice", APPROVE, REJECT),
+    _case(N_("delete_twice, approved twice"), N_("two approved deletes both run; the second finds the file gone and "
+          "says so"), "delete_twice", APPROVE, APPROVE),
+    _case(N_("delete_twice, rejected, then silently"), N_("each rejection writes its own slot: words, then nothing"),
           "delete_twice", REJECT, SILENT),
-    _case("destructive, a new run", "approvals belong to the run that asked: a new run stops at its delete again",
-          "destructive"),
-    _case("destructive, cap 2", "the cap is checked before what is owed, so before the gate: the run stops "
-          "`max_turns_exceeded`, its delete still owed", "destructive", cap=2),
-    _case("destructive, cap 1", "a cap before the delete is asked for: the gate is never reached", "destructive",
-          cap=1),
-    _case("destructive, cap 0", "a run capped at 0 stops before its first turn: a new run, as `new_state` makes it, "
-          "returned with nothing paid", "destructive", cap=0),
-    _case("plan", "a run whose tools need no approval passes the gate untouched", "plan"),
-    _case("runaway, cap 8", "a run whose tools need no approval passes the gate untouched", "runaway", cap=8),
-    _case("recover", "a failing read passes the gate untouched, its error in its slot", "recover"),
-    _case("direct", "a run whose tools need no approval passes the gate untouched", "direct"),
-    _case("repeat", "a run whose tools need no approval passes the gate untouched", "repeat"),
-    _case("forbidden, cap 4", "a read that can never succeed passes the gate untouched", "forbidden", cap=4),
-    _case("slow", "a slow read passes the gate untouched", "slow"),
-    _case("answer", "a run that asks for no tool completes", "answer"),
+    _case(N_("destructive, a new run"), N_("approvals belong to the run that asked: a new run stops at its delete "
+          "again"), "destructive"),
+    _case(_capped("destructive", 2), N_("the cap is checked before what is owed, so before the gate: the run stops "
+          "`max_turns_exceeded`, its delete still owed"), "destructive", cap=2),
+    _case(_capped("destructive", 1), N_("a cap before the delete is asked for: the gate is never reached"),
+          "destructive", cap=1),
+    _case(_capped("destructive", 0), N_("a run capped at 0 stops before its first turn: a new run, as `new_state` "
+          "makes it, returned with nothing paid"), "destructive", cap=0),
+    _case("plan", N_("a run whose tools need no approval passes the gate untouched"), "plan"),
+    _case(_capped("runaway", 8), N_("a run whose tools need no approval passes the gate untouched"), "runaway",
+          cap=8),
+    _case("recover", N_("a failing read passes the gate untouched, its error in its slot"), "recover"),
+    _case("direct", N_("a run whose tools need no approval passes the gate untouched"), "direct"),
+    _case("repeat", N_("a run whose tools need no approval passes the gate untouched"), "repeat"),
+    _case(_capped("forbidden", 4), N_("a read that can never succeed passes the gate untouched"), "forbidden",
+          cap=4),
+    _case("slow", N_("a slow read passes the gate untouched"), "slow"),
+    _case("answer", N_("a run that asks for no tool completes"), "answer"),
 )
 
 
@@ -109,7 +118,16 @@ def _restarted(state: dict) -> dict:
     try:
         return json.loads(json.dumps(state))
     except (TypeError, ValueError) as error:
-        raise Shape(f"your stopped run could not be saved as JSON ({type(error).__name__}: {error})") from None
+        raise Shape(Text(UNSAVED, error=f"{type(error).__name__}: {error}")) from None
+
+
+UNSAVED = N_("your stopped run could not be saved as JSON ({error})")
+
+
+def _says(message: str, text) -> bool:
+    """Whether ``text`` holds ``message`` (a template: any values) as shown in the language spoken."""
+    pattern = ".*".join(map(re.escape, re.split(r"\{[^{}]*\}", _(message))))
+    return isinstance(text, str) and re.search(pattern, text, re.S) is not None
 
 
 KEYS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "messages")
@@ -171,38 +189,40 @@ def _slot_differs(c: Case, e: dict, y: dict) -> bool:
     return _rejected(c) and _slots(y["messages"], e["asked"]) != _slots(e["messages"], e["asked"])
 
 
-ASKED = Field("asked", show=lambda a: "stopped for " + ", ".join(a) if a else "never stopped", label="stops for "
-              "approval", describe=lambda e, y: f"the run stopped for approval at {', '.join(e) or 'no call'}, "
-              f"yours at {', '.join(map(str, y)) or 'no call'}")
+ASKED = Field("asked", show=lambda a: _("stopped for {calls}").format(calls=", ".join(a)) if a else
+              _("never stopped"), label=N_("stops for approval"),
+              describe=lambda e, y: _("the run stopped for approval at {expected}, yours at {yours}").format(
+                  expected=", ".join(e) or _("no call"), yours=", ".join(map(str, y)) or _("no call")))
 INTERRUPTION = Field("interruption", show=lambda i: i["type"] if isinstance(i, dict) and "type" in i else
-                     "no interruption" if i is None else repr(i)[:30])
-ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."))
+                     _("no interruption") if i is None else repr(i)[:30], label=N_("interruption"))
+ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."),
+               label=N_("answer"))
 
 HINTS = (
-    Hint("a run waiting for a verdict may outlive its process, so it is plain data: keep `approved` a list (a set is "
-         "not JSON) and every decision inside the state", lambda c, e, y: "as JSON" in (y.get("raised") or "")),
-    Hint("a rejected call must not run: the gate looks at `state['rejected']` first and answers the call with the "
-         "rejection's words instead", lambda c, e, y: _rejected(c) and len(y["deleted"]) > len(e["deleted"])
+    Hint(N_("a run waiting for a verdict may outlive its process, so it is plain data: keep `approved` a list (a set "
+            "is not JSON) and every decision inside the state"), lambda c, e, y: _says(UNSAVED, y.get("raised"))),
+    Hint(N_("a rejected call must not run: the gate looks at `state['rejected']` first and answers the call with the "
+            "rejection's words instead"), lambda c, e, y: _rejected(c) and len(y["deleted"]) > len(e["deleted"])
          and y["asked"][:1] == e["asked"][:1]),
-    Hint("your loop ran `delete_file` though nobody had approved it in this run: a call to a tool that "
-         "`needs_approval` whose id is not in this run's `approved` returns the run `interrupted`, before the tool "
-         "runs (an approval kept anywhere but the run's own state leaks into other runs, and a restart loses it)",
+    Hint(N_("your loop ran `delete_file` though nobody had approved it in this run: a call to a tool that "
+            "`needs_approval` whose id is not in this run's `approved` returns the run `interrupted`, before the tool "
+            "runs (an approval kept anywhere but the run's own state leaks into other runs, and a restart loses it)"),
          lambda c, e, y: len(y["deleted"]) > len(e["deleted"])),
-    Hint("only a tool marked `needs_approval` stops the run: the gate reads the tool's flag, not its name or the "
-         "run's", lambda c, e, y: set(y["asked"]) - set(e["asked"])),
-    Hint("a rejected call stopped the run again: the gate checks the run's `rejected` before asking for approval, "
-         "and a call a person refused gets its slot filled, not another stop",
+    Hint(N_("only a tool marked `needs_approval` stops the run: the gate reads the tool's flag, not its name or the "
+            "run's"), lambda c, e, y: set(y["asked"]) - set(e["asked"])),
+    Hint(N_("a rejected call stopped the run again: the gate checks the run's `rejected` before asking for approval, "
+            "and a call a person refused gets its slot filled, not another stop"),
          lambda c, e, y: _rejected(c) and len(y["asked"]) > len(e["asked"])),
-    Hint("an approved call must run when the run is handed back: `approve` writes its id into the run's own "
-         "`approved`, where the gate reads it, and where it outlives a restart",
+    Hint(N_("an approved call must run when the run is handed back: `approve` writes its id into the run's own "
+            "`approved`, where the gate reads it, and where it outlives a restart"),
          lambda c, e, y: len(y["asked"]) > len(e["asked"])),
-    Hint("a rejection writes the decision into the call's slot in words: `The user declined this call: <reason>`, "
-         "or `The user declined this call.` without one, nothing only when silent; the model knows of your verdict "
-         "only what that slot says", _slot_differs),
-    Hint("a rejected call did not run: it is answered, not counted as a tool run",
+    Hint(N_("a rejection writes the decision into the call's slot in words: `The user declined this call: <reason>`, "
+            "or `The user declined this call.` without one, nothing only when silent; the model knows of your "
+            "verdict only what that slot says"), _slot_differs),
+    Hint(N_("a rejected call did not run: it is answered, not counted as a tool run"),
          lambda c, e, y: _rejected(c) and y["tool_runs"] > e["tool_runs"]),
-    Hint("the interruption carries what a person needs to decide: `{'type': 'approval', 'callId': ..., 'toolName': "
-         "..., 'args': ...}`, the arguments parsed from the call's JSON",
+    Hint(N_("the interruption carries what a person needs to decide: `{'type': 'approval', 'callId': ..., "
+            "'toolName': ..., 'args': ...}`, the arguments parsed from the call's JSON"),
          lambda c, e, y: y["status"] == e["status"] and y["interruption"] != e["interruption"]),
 )
 

@@ -46,47 +46,52 @@ from ..checking import (
     returned,
     workspace,
 )
+from ..language import N_, Text, _
 
 MODEL, STARTS, RAN = "waiting for turn", "as tool run starts", "after tool run, before its save"
 
 
 def _case(script: str, point: str, kill: str | None = None, n: int = 0, cap: int = 20, name: str = "") -> Case:
     """``kill``: where the first half dies, at the ``n``-th model call or tool run (None: it runs whole)."""
-    what = {None: "whole", MODEL: f"killed waiting for turn {n}", STARTS: f"killed as tool run {n} starts",
-            RAN: f"killed after tool run {n}, before its save"}[kill]
-    return Case(name or f"{script}{f', cap {cap}' if cap != 20 else ''}, {what}", point,
+    what = {None: Text(N_("whole")), MODEL: Text(N_("killed waiting for turn {n}"), n=n),
+            STARTS: Text(N_("killed as tool run {n} starts"), n=n),
+            RAN: Text(N_("killed after tool run {n}, before its save"), n=n)}[kill]
+    # TRANSLATORS: a case's name in a check's table: a script (`runaway`) run under a turn cap
+    run = Text(N_("{script}, cap {cap}"), script=script, cap=cap) if cap != 20 else script
+    return Case(name or Text("{run}, {what}", run=run, what=what), point,
                 {"script": script, "kill": kill, "n": n, "cap": cap})
 
 
 CASES = (  # the crashes that tell the mistakes apart first; then every script, whole
-    _case("plan", "a run that ends is on disk as it ended: what the loop returns is what `load` gives back"),
-    _case("plan", "the chapter's moment: two results on disk, the process dies waiting for turn 3; resumed, it pays "
-          "for turn 3 once and runs nothing again", MODEL, 3),
-    _case("plan", "a crash after the paid turn: turn 2 is on disk with its call owed, so the resume runs `read_file` "
-          "first and pays for nothing twice", STARTS, 2),
-    _case("plan", "a crash after the tool ran and before its result was saved: the call is still owed, and the read "
-          "runs again (harmless for a read)", RAN, 2),
-    _case("destructive", "a finished write is on disk: the resume runs what is owed, and the delete is not", MODEL, 3),
-    _case("destructive", "a crash after the delete ran, before its save: the call is owed and runs again, its "
-          "idempotency key answering from the tool's journal, nothing deleted twice", RAN, 2),
-    _case("destructive", "a crash as the delete starts: the paid turn is on disk, the delete owed and run once",
+    _case("plan", N_("a run that ends is on disk as it ended: what the loop returns is what `load` gives back")),
+    _case("plan", N_("the chapter's moment: two results on disk, the process dies waiting for turn 3; resumed, it "
+                     "pays for turn 3 once and runs nothing again"), MODEL, 3),
+    _case("plan", N_("a crash after the paid turn: turn 2 is on disk with its call owed, so the resume runs "
+                     "`read_file` first and pays for nothing twice"), STARTS, 2),
+    _case("plan", N_("a crash after the tool ran and before its result was saved: the call is still owed, and the "
+                     "read runs again (harmless for a read)"), RAN, 2),
+    _case("destructive", N_("a finished write is on disk: the resume runs what is owed, and the delete is not"),
+          MODEL, 3),
+    _case("destructive", N_("a crash after the delete ran, before its save: the call is owed and runs again, its "
+                            "idempotency key answering from the tool's journal, nothing deleted twice"), RAN, 2),
+    _case("destructive", N_("a crash as the delete starts: the paid turn is on disk, the delete owed and run once"),
           STARTS, 2),
-    _case("plan", "a crash before the first answer: the new run is on disk, and the resume starts it", MODEL, 1),
-    _case("plan", "a crash waiting for turn 2: one result on disk", MODEL, 2),
-    _case("plan", "a crash as the first tool starts: turn 1 on disk, its call owed", STARTS, 1),
-    _case("plan", "a crash after the first tool ran: its call still owed", RAN, 1),
-    _case("runaway", "a resumed run keeps its cap: four turns in all, the last call owed", MODEL, 3, cap=4),
-    _case("runaway", "the cap counts the turns of both halves", STARTS, 3, cap=4),
-    _case("recover", "failed reads are results like any other: on disk, never run again", MODEL, 3),
-    _case("slow", "the scan killed as it starts is owed, and runs when the run resumes", STARTS, 1),
-    _case("delete_twice", "the second delete fails, on disk as an error, never run again", MODEL, 3),
-    _case("answer", "a crash waiting for the only turn: the resume pays for it once", MODEL, 1),
-    _case("runaway", "a run that reaches its cap is saved as it stopped", cap=4),
-    _case("recover", "a run whole: every result saved as it comes"),
-    _case("direct", "a run whole: every result saved as it comes"),
-    _case("repeat", "a run whole: every result saved as it comes"),
-    _case("slow", "a run whole: every result saved as it comes"),
-    _case("answer", "a run whole: every result saved as it comes"),
+    _case("plan", N_("a crash before the first answer: the new run is on disk, and the resume starts it"), MODEL, 1),
+    _case("plan", N_("a crash waiting for turn 2: one result on disk"), MODEL, 2),
+    _case("plan", N_("a crash as the first tool starts: turn 1 on disk, its call owed"), STARTS, 1),
+    _case("plan", N_("a crash after the first tool ran: its call still owed"), RAN, 1),
+    _case("runaway", N_("a resumed run keeps its cap: four turns in all, the last call owed"), MODEL, 3, cap=4),
+    _case("runaway", N_("the cap counts the turns of both halves"), STARTS, 3, cap=4),
+    _case("recover", N_("failed reads are results like any other: on disk, never run again"), MODEL, 3),
+    _case("slow", N_("the scan killed as it starts is owed, and runs when the run resumes"), STARTS, 1),
+    _case("delete_twice", N_("the second delete fails, on disk as an error, never run again"), MODEL, 3),
+    _case("answer", N_("a crash waiting for the only turn: the resume pays for it once"), MODEL, 1),
+    _case("runaway", N_("a run that reaches its cap is saved as it stopped"), cap=4),
+    _case("recover", N_("a run whole: every result saved as it comes")),
+    _case("direct", N_("a run whole: every result saved as it comes")),
+    _case("repeat", N_("a run whole: every result saved as it comes")),
+    _case("slow", N_("a run whole: every result saved as it comes")),
+    _case("answer", N_("a run whole: every result saved as it comes")),
 )
 
 
@@ -227,20 +232,26 @@ async def expected(case: Case, url: str) -> dict:
 
 def _show_disk(d) -> str:
     if d is None:
-        return "never killed"
+        return _("never killed")
     if not isinstance(d, dict):
         return repr(d)[:40]
-    owes = ", ".join(map(str, d.get("owes") or [])) or "nothing"
-    return f"on disk: {plural(d.get('turns', 0), 'turn')}, {dollars(d.get('cost_usd'))}, " \
-           f"{len(d.get('messages') or [])} messages, owes {owes}"
+    owes = ", ".join(map(str, d.get("owes") or [])) or _("nothing")
+    # TRANSLATORS: the run a crash left on disk: "on disk: 2 turns, $0.001570, 5 messages, owes c2"
+    return _("on disk: {turns}, {cost}, {n} messages, owes {owes}").format(
+        turns=plural(d.get("turns", 0), N_("turn"), N_("turns")), cost=dollars(d.get("cost_usd")),
+        n=len(d.get("messages") or []), owes=owes)
 
 
 def _disk_difference(e, y) -> str:
     if e is None or y is None:
-        return f"the run was {'not ' if y is None else ''}killed: expected {_show_disk(e)}, yours {_show_disk(y)}"
+        said = _("the run was not killed: expected {expected}, yours {yours}") if y is None else \
+            _("the run was killed: expected {expected}, yours {yours}")
+        return said.format(expected=_show_disk(e), yours=_show_disk(y))
     what = [k for k in ("turns", "cost_usd", "owes", "status", "messages") if not _same(e, y, k)]
-    return f"at the crash, {_show_disk(e)} ({e.get('status')}); yours {_show_disk(y)} ({y.get('status')}), " \
-           f"differing in {', '.join(what)}"
+    # TRANSLATORS: {expected_status}, {yours_status}: a run's status (`running`); {fields}: names in the code
+    return _("at the crash, {expected} ({expected_status}); yours {yours} ({yours_status}), differing in "
+             "{fields}").format(expected=_show_disk(e), expected_status=e.get("status"), yours=_show_disk(y),
+                                yours_status=y.get("status"), fields=", ".join(what))
 
 
 def _same(e: dict, y: dict, key: str) -> bool:
@@ -258,35 +269,37 @@ def _disk_differs(e, y, key: str) -> bool:
 
 
 DISK = Field("disk", show=_show_disk, same=_same_disk, describe=_disk_difference)
-PAID = Field("paid", show=lambda n: f"paid {plural(n, 'turn')}" if isinstance(n, int) else repr(n),
-             label="turns the provider answered, both halves")
-RAN_ = Field("ran", show=lambda r: "ran " + ", ".join(r) if r else "ran nothing", label="tool runs, both halves")
-SAVED = Field("saved", show=lambda s: "returned = on disk" if s else "returned ≠ on disk",
-              describe=lambda e, y: "what your loop returned is not what `load` gives back from its folder")
-ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."))
+PAID = Field("paid", show=lambda n: _("paid {turns}").format(turns=plural(n, N_("turn"), N_("turns")))
+             if isinstance(n, int) else repr(n), label=N_("turns the provider answered, both halves"))
+RAN_ = Field("ran", show=lambda r: _("ran {tools}").format(tools=", ".join(r)) if r else _("ran nothing"),
+             label=N_("tool runs, both halves"))
+SAVED = Field("saved", show=lambda s: _("returned = on disk") if s else _("returned ≠ on disk"),
+              describe=lambda e, y: _("what your loop returned is not what `load` gives back from its folder"))
+ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."),
+               label=N_("answer"))
 
 HINTS = (
-    Hint("your loop went round without end: `pending` leaves out the calls that already have a result (a tool "
-         "message with their `tool_call_id`), or the same calls run for ever", lambda c, e, y: y.get("hung")),
-    Hint("nothing was on disk when the run died before its first turn: save the run before anything is paid for",
+    Hint(N_("your loop went round without end: `pending` leaves out the calls that already have a result (a tool "
+            "message with their `tool_call_id`), or the same calls run for ever"), lambda c, e, y: y.get("hung")),
+    Hint(N_("nothing was on disk when the run died before its first turn: save the run before anything is paid for"),
          lambda c, e, y: "FileNotFoundError" in (y.get("raised") or "")),
-    Hint("the run on disk at the crash is not the run that died: `save` the run before the first turn, after each "
-         "paid turn before its calls run, and after each result, so that a crash anywhere loses nothing paid",
+    Hint(N_("the run on disk at the crash is not the run that died: `save` the run before the first turn, after each "
+            "paid turn before its calls run, and after each result, so that a crash anywhere loses nothing paid"),
          lambda c, e, y: any(_disk_differs(e, y, k) for k in ("turns", "cost_usd", "messages"))),
-    Hint("`pending` names the calls of the last assistant message whose ids have no result (`tool_call_id`) in the "
-         "transcript yet", lambda c, e, y: _disk_differs(e, y, "owes")),
-    Hint("your resume ran a tool whose result was already on disk: a finished call, a write above all, is never run "
-         "again; only what `pending` names runs", lambda c, e, y: len(y["ran"]) > len(e["ran"])),
-    Hint("the resume paid for a turn the run already had: each pass runs what the transcript owes first and asks the "
-         "model only when nothing is owed, so a run loaded after a crash never pays for the same turn twice",
+    Hint(N_("`pending` names the calls of the last assistant message whose ids have no result (`tool_call_id`) in "
+            "the transcript yet"), lambda c, e, y: _disk_differs(e, y, "owes")),
+    Hint(N_("your resume ran a tool whose result was already on disk: a finished call, a write above all, is never "
+            "run again; only what `pending` names runs"), lambda c, e, y: len(y["ran"]) > len(e["ran"])),
+    Hint(N_("the resume paid for a turn the run already had: each pass runs what the transcript owes first and asks "
+            "the model only when nothing is owed, so a run loaded after a crash never pays for the same turn twice"),
          lambda c, e, y: isinstance(y["paid"], int) and y["paid"] > e["paid"]),
-    Hint("a call the run owed was never run: each pass first runs what `pending` names, saving each result, and asks "
-         "the model only when nothing is owed (a resume that asks first pays for a turn while the one it has is still "
-         "unanswered)", lambda c, e, y: len(y["ran"]) < len(e["ran"])),
-    Hint("what your loop returns is not what is on disk: save the run once more when it ends, so that a process "
-         "restarted later finds it finished", lambda c, e, y: not y["saved"]),
-    Hint("a run loaded from disk goes on from wherever it stands: a last message without calls means it answered "
-         "(before a crash, perhaps), and the cap counts the turns of both halves",
+    Hint(N_("a call the run owed was never run: each pass first runs what `pending` names, saving each result, and "
+            "asks the model only when nothing is owed (a resume that asks first pays for a turn while the one it has "
+            "is still unanswered)"), lambda c, e, y: len(y["ran"]) < len(e["ran"])),
+    Hint(N_("what your loop returns is not what is on disk: save the run once more when it ends, so that a process "
+            "restarted later finds it finished"), lambda c, e, y: not y["saved"]),
+    Hint(N_("a run loaded from disk goes on from wherever it stands: a last message without calls means it answered "
+            "(before a crash, perhaps), and the cap counts the turns of both halves"),
          lambda c, e, y: y["status"] != e["status"]),
 )
 

@@ -39,11 +39,17 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 REASON = "user pressed Stop"
 TIMED = {"seconds": 0.6, "files": 1200, "steps": 6}   # pauses of 0.1 s: Stop at the 1st leaves 0.5 s of scan
 QUICK = {"seconds": 0.06, "files": 1200, "steps": 6}  # where no Stop lands inside the scan
-STOPPED = "the scan stopped at once"
+# how the scan took Stop (kept in English, compared, and shown through _)
+STOPPED = N_("the scan stopped at once")
+LEFT_RUNNING = N_("the scan was left running after the run ended")
+NEVER_PRESSED = N_("Stop never pressed: its event never came")
+ESCAPED = N_("Stop's CancelledError came out of `agent_loop`: catch `asyncio.CancelledError` around the whole loop "
+             "and return the run, interrupted, with the reason Stop gave")
 
 
 def _case(name: str, point: str, script: str | None = "slow", stop: tuple | None = None, scan: str = "yours",
@@ -54,35 +60,36 @@ def _case(name: str, point: str, script: str | None = "slow", stop: tuple | None
 
 
 CASES = (  # the first case that fails is the one explained: the tool alone, then the loop around the library's
-    _case("your scan alone", "the scan reports its progress after each pause, and returns its result", None),
-    _case("your scan alone, 1,000 files in 4 pauses", "the scan's size is its arguments'", None,
+    _case(N_("your scan alone"), N_("the scan reports its progress after each pause, and returns its result"), None),
+    _case(N_("your scan alone, 1,000 files in 4 pauses"), N_("the scan's size is its arguments'"), None,
           size={"seconds": 0.04, "files": 1000, "steps": 4}),
-    _case("your scan alone, Stop at its 1st progress", "Stop lands where the tool waits, as CancelledError: the "
-          "scan ends at once", None, ("progress", 1)),
-    _case("slow, the library's scan, Stop at progress 1", "a cancellation anywhere in the run ends it interrupted, "
-          "with the reason Stop gave", stop=("progress", 1), scan="library"),
-    _case("slow, Stop at progress 1", "Stop during scan_archive stops the tool, not just the loop",
+    _case(N_("your scan alone, Stop at its 1st progress"), N_("Stop lands where the tool waits, as CancelledError: "
+          "the scan ends at once"), None, ("progress", 1)),
+    _case(N_("slow, the library's scan, Stop at progress 1"), N_("a cancellation anywhere in the run ends it "
+          "interrupted, with the reason Stop gave"), stop=("progress", 1), scan="library"),
+    _case(N_("slow, Stop at progress 1"), N_("Stop during scan_archive stops the tool, not just the loop"),
           stop=("progress", 1)),
-    _case("slow, Stop at progress 2", "the chapter's Stop at 1.2 s: two progress events, no tool run, one turn",
-          stop=("progress", 2)),
-    _case("slow, Stop as the scan starts", "Stop before the first pause: no progress at all", stop=("tool_start", 1)),
-    _case("slow, Stop without a reason at progress 1", "a cancellation that gives no reason is still a Stop: "
-          "the run ends interrupted, its reason 'cancelled'", stop=("progress", 1), reason=None),
-    _case("slow, Stop at the last progress", "a Stop after the scan's last pause: its result is in, the next model "
-          "call is not made", stop=("progress", 6)),
-    _case("slow, no Stop", "a scan nobody stops completes, every progress event passed on"),
-    _case("plan, Stop as the 1st tool starts", "Stop during a tool that never waits lands at the next model call",
-          "plan", ("tool_start", 1), "library"),
-    _case("plan, Stop as the 2nd tool starts", "Stop lands at the next await, whatever the loop is doing", "plan",
-          ("tool_start", 2), "library"),
-    _case("runaway, Stop as the 4th tool starts", "Stop is the runaway's only way out here", "runaway",
+    _case(N_("slow, Stop at progress 2"), N_("the chapter's Stop at 1.2 s: two progress events, no tool run, one "
+          "turn"), stop=("progress", 2)),
+    _case(N_("slow, Stop as the scan starts"), N_("Stop before the first pause: no progress at all"),
+          stop=("tool_start", 1)),
+    _case(N_("slow, Stop without a reason at progress 1"), N_("a cancellation that gives no reason is still a Stop: "
+          "the run ends interrupted, its reason 'cancelled'"), stop=("progress", 1), reason=None),
+    _case(N_("slow, Stop at the last progress"), N_("a Stop after the scan's last pause: its result is in, the next "
+          "model call is not made"), stop=("progress", 6)),
+    _case(N_("slow, no Stop"), N_("a scan nobody stops completes, every progress event passed on")),
+    _case(N_("plan, Stop as the 1st tool starts"), N_("Stop during a tool that never waits lands at the next model "
+          "call"), "plan", ("tool_start", 1), "library"),
+    _case(N_("plan, Stop as the 2nd tool starts"), N_("Stop lands at the next await, whatever the loop is doing"),
+          "plan", ("tool_start", 2), "library"),
+    _case(N_("runaway, Stop as the 4th tool starts"), N_("Stop is the runaway's only way out here"), "runaway",
           ("tool_start", 4), "library"),
-    _case("repeat, Stop as the 2nd tool starts", "Stop lands at the next await, whatever the loop is doing",
+    _case(N_("repeat, Stop as the 2nd tool starts"), N_("Stop lands at the next await, whatever the loop is doing"),
           "repeat", ("tool_start", 2), "library"),
-    _case("plan, no Stop", "a run nobody stops is 01's run", "plan", scan="library"),
-    _case("direct, no Stop", "a run nobody stops is 01's run", "direct", scan="library"),
-    _case("repeat, no Stop", "a run nobody stops is 01's run", "repeat", scan="library"),
-    _case("answer, no Stop", "a run nobody stops is 01's run", "answer", scan="library"),
+    _case(N_("plan, no Stop"), N_("a run nobody stops is 01's run"), "plan", scan="library"),
+    _case(N_("direct, no Stop"), N_("a run nobody stops is 01's run"), "direct", scan="library"),
+    _case(N_("repeat, no Stop"), N_("a run nobody stops is 01's run"), "repeat", scan="library"),
+    _case(N_("answer, no Stop"), N_("a run nobody stops is 01's run"), "answer", scan="library"),
 )
 
 
@@ -126,14 +133,14 @@ class _Watch:
     def verdict(self, size: dict) -> str:
         """How the scan took Stop, judged against the time it had left at that moment."""
         if self.left:
-            return "the scan was left running after the run ended"
+            return LEFT_RUNNING
         if self.pressed is None:
-            return "Stop never pressed: its event never came"
+            return NEVER_PRESSED
         pause = size["seconds"] / size["steps"]
         left = pause * (size["steps"] - self.at)   # what the scan still had to do when Stop was pressed
         took = self.ended - self.pressed
-        return STOPPED if took < left else f"the scan ran on {took * 1000:,.0f} ms after Stop (it had " \
-                                           f"{left * 1000:,.0f} ms left)"
+        return STOPPED if took < left else Text(N_("the scan ran on {took:,.0f} ms after Stop (it had {left:,.0f} ms "
+                                                   "left)"), took=took * 1000, left=left * 1000)
 
 
 def _workspace_scan(ws, size: dict):
@@ -159,7 +166,8 @@ async def yours(pieces: dict, case: Case, url: str) -> dict:
     size = case.args["size"]
     scan = pieces["scan_archive_tool"](**size)
     if not isinstance(scan, Tool):
-        raise Shape(f"`scan_archive_tool` returned {type(scan).__name__}: return the Tool it builds")
+        raise Shape(Text(N_("`scan_archive_tool` returned {kind}: return the Tool it builds"),
+                         kind=type(scan).__name__))
     if case.args["script"] is None:
         return await _alone(scan, case)
     ws, messages, watch = workspace(), start(), _Watch(case.args["stop"], case.args["reason"])
@@ -168,8 +176,7 @@ async def yours(pieces: dict, case: Case, url: str) -> dict:
     kind, got = await watch.run(pieces["agent_loop"](url, case.args["script"], messages, tools,
                                                      on_progress=watch.progress, on_tool_start=watch.tool_start))
     if kind == "stopped":
-        raise Shape("Stop's CancelledError came out of `agent_loop`: catch `asyncio.CancelledError` around the whole "
-                    "loop and return the run, interrupted, with the reason Stop gave")
+        raise Shape(Text(ESCAPED))
     answer = got.get("answer") if isinstance(got, dict) else getattr(got, "answer", None)
     out = {**returned(got, KEYS, "agent_loop"), "answer": answer, "heard": watch.heard, "started": watch.started,
            "messages": messages}
@@ -193,8 +200,9 @@ async def expected(case: Case, url: str) -> dict:
     watch = _Watch(case.args["stop"], case.args["reason"])
     trace = Trace(timestamps=False, on_event=lambda e: watch.tool_start(e["toolName"])
                   if e["type"] == "tool_start" else None)
-    _, state = await watch.run(run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]), ws.tools(**_quick(size)),
-                                   Options(base_url=url, on_progress=watch.progress, trace=trace)))
+    _outcome, state = await watch.run(run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]),
+                                          ws.tools(**_quick(size)),
+                                          Options(base_url=url, on_progress=watch.progress, trace=trace)))
     out = {"status": state.status, "reason": (state.interruption or {}).get("reason"), "turns": state.turns,
            "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
            "progress": len(watch.heard), "answer": state.output, "heard": watch.heard, "started": watch.started,
@@ -203,7 +211,8 @@ async def expected(case: Case, url: str) -> dict:
 
 
 def _labels(h) -> str:
-    return f"{len(h)} heard" if isinstance(h, list) else repr(h)
+    # TRANSLATORS: how many progress events the watcher heard: "6 heard"
+    return _("{n} heard").format(n=len(h)) if isinstance(h, list) else repr(h)
 
 
 def _short(text, n: int = 40) -> str:
@@ -212,22 +221,35 @@ def _short(text, n: int = 40) -> str:
 
 def _heard_difference(e, y) -> str:
     if not isinstance(y, list):
-        return f"the watcher heard {y!r}"
-    return f"the watcher heard {len(y)} progress event(s), expected {len(e)}: expected " \
-           f"[{', '.join(e[:3])}{', ...' if len(e) > 3 else ''}], yours [{', '.join(map(str, y[:3]))}" \
-           f"{', ...' if len(y) > 3 else ''}]"
+        return _("the watcher heard {what}").format(what=repr(y))
+    return _("the watcher heard {yours_n} progress event(s), expected {expected_n}: expected [{expected}], yours "
+             "[{yours}]").format(yours_n=len(y), expected_n=len(e),
+                                 expected=", ".join(e[:3]) + (", ..." if len(e) > 3 else ""),
+                                 yours=", ".join(map(str, y[:3])) + (", ..." if len(y) > 3 else ""))
 
 
-RESULT = Field("result", show=lambda r: "result " + _short(r), describe=lambda e, y: f"the scan's result: expected "
-               f"{_short(e, 60)}, yours {_short(y, 60)}")
-REASON_FIELD = Field("reason", show=lambda r: f"reason {r!r}" if r else "no reason")
-PROGRESS = Field("progress", show=lambda n: f"{n} progress", label="progress events your loop counted")
+def _verdict(v) -> str:
+    """How the scan took Stop, in the language spoken."""
+    return _(v) if isinstance(v, str) else str(v)
+
+
+RESULT = Field("result", show=lambda r: _("result {result}").format(result=_short(r)),
+               describe=lambda e, y: _("the scan's result: expected {expected}, yours {yours}").format(
+                   expected=_short(e, 60), yours=_short(y, 60)))
+REASON_FIELD = Field("reason", show=lambda r: _("reason {reason}").format(reason=repr(r)) if r else _("no reason"),
+                     label=N_("reason"))
+# TRANSLATORS: how many progress events the reader's loop counted: "6 progress"
+PROGRESS = Field("progress", show=lambda n: _("{n} progress").format(n=n),
+                 label=N_("progress events your loop counted"))
 HEARD = Field("heard", show=_labels, describe=_heard_difference)
-STARTED = Field("started", show=lambda s: f"{len(s)} started" if isinstance(s, list) else repr(s),
-                label="tool starts the watcher heard")
-ANSWER = Field("answer", show=lambda a: "answered" if a else "no answer", describe=lambda e, y: f"the answer: "
-               f"expected {_short(e, 60)}, yours {_short(y, 60)}")
-STOP = Field("stop", describe=lambda e, y: f"expected {e}, yours: {y}")
+# TRANSLATORS: how many tool starts the watcher heard: "1 started"
+STARTED = Field("started", show=lambda s: _("{n} started").format(n=len(s)) if isinstance(s, list) else repr(s),
+                label=N_("tool starts the watcher heard"))
+ANSWER = Field("answer", show=lambda a: _("answered") if a else _("no answer"),
+               describe=lambda e, y: _("the answer: expected {expected}, yours {yours}").format(
+                   expected=_short(e, 60), yours=_short(y, 60)))
+STOP = Field("stop", show=_verdict, describe=lambda e, y: _("expected {expected}, yours: {yours}").format(
+    expected=_verdict(e), yours=_verdict(y)))
 
 
 def _timed(c: Case) -> bool:
@@ -243,41 +265,41 @@ def _stopped(c: Case) -> bool:
 
 
 HINTS = (
-    Hint("your run did not end after Stop: once the cancellation is caught, return the run, interrupted; waiting or "
-         "looping on after it leaves Stop pressed for nothing", lambda c, e, y: y.get("hung") is not None
+    Hint(N_("your run did not end after Stop: once the cancellation is caught, return the run, interrupted; waiting "
+            "or looping on after it leaves Stop pressed for nothing"), lambda c, e, y: y.get("hung") is not None
          and _stopped(c)),
-    Hint("Stop's CancelledError must end the run, not escape it: put the whole loop under `try:` and, in `except "
-         "asyncio.CancelledError as stop:`, return the run as `interrupted` with `stop.args[0]`, the reason",
-         lambda c, e, y: "came out of `agent_loop`" in str(y.get("raised"))),
-    Hint("your scan did not stop where Stop landed: every pause must be an `await asyncio.sleep(...)` (`time.sleep` "
-         "blocks the loop, so nothing is heard until it ends), and the CancelledError must go through it (an "
-         "`except` that swallows it keeps the scan going)",
+    Hint(N_("Stop's CancelledError must end the run, not escape it: put the whole loop under `try:` and, in `except "
+            "asyncio.CancelledError as stop:`, return the run as `interrupted` with `stop.args[0]`, the reason"),
+         lambda c, e, y: _(ESCAPED) in str(y.get("raised"))),
+    Hint(N_("your scan did not stop where Stop landed: every pause must be an `await asyncio.sleep(...)` "
+            "(`time.sleep` blocks the loop, so nothing is heard until it ends), and the CancelledError must go through "
+            "it (an `except` that swallows it keeps the scan going)"),
          lambda c, e, y: (_timed(c) and y.get("stop", STOPPED) not in (STOPPED, e.get("stop"))
-                          and "left running" not in y.get("stop", "") and c.args["scan"] == "yours")
+                          and y.get("stop") != LEFT_RUNNING and c.args["scan"] == "yours")
          or (_alone_case(c) and _stopped(c) and len(y["heard"]) > len(e["heard"]))),
-    Hint("Stop ended your loop but not the tool: the scan went on after the run returned. Await the tool in the run's "
-         "own task (no `ensure_future`, no `shield`), so that the one cancellation reaches the tool too",
-         lambda c, e, y: "left running" in str(y.get("stop"))),
-    Hint("report progress after each pause with `ctx.progress(...)`: `scanned {step * files // steps} of {files} "
-         "files`, the numbers of the scan as it was built",
+    Hint(N_("Stop ended your loop but not the tool: the scan went on after the run returned. Await the tool in the "
+            "run's own task (no `ensure_future`, no `shield`), so that the one cancellation reaches the tool too"),
+         lambda c, e, y: y.get("stop") == LEFT_RUNNING),
+    Hint(N_("report progress after each pause with `ctx.progress(...)`: `scanned {step * files // steps} of {files} "
+            "files`, the numbers of the scan as it was built"),
          lambda c, e, y: _alone_case(c) and y["heard"] != e["heard"]),
-    Hint("the progress never reached whoever watches: the context's `progress` callback must pass each label on, "
-         "`on_progress(label)`", lambda c, e, y: e["heard"] and not y["heard"]),
-    Hint("count each progress event in `tally['progress']` as it passes",
+    Hint(N_("the progress never reached whoever watches: the context's `progress` callback must pass each label on, "
+            "`on_progress(label)`"), lambda c, e, y: e["heard"] and not y["heard"]),
+    Hint(N_("count each progress event in `tally['progress']` as it passes"),
          lambda c, e, y: y["heard"] == e["heard"] and y["progress"] != e["progress"]),
-    Hint("tell the watcher when a tool starts, `on_tool_start(name)`, before it runs: the chapter's times are counted "
-         "from there", lambda c, e, y: y["started"] != e["started"]),
-    Hint("Stop reached the tool but your loop went on: catch the cancellation around the whole loop, never around "
-         "one tool call, so that Stop ends the run", lambda c, e, y: _stopped(c) and e["status"] == "interrupted"
+    Hint(N_("tell the watcher when a tool starts, `on_tool_start(name)`, before it runs: the chapter's times are "
+            "counted from there"), lambda c, e, y: y["started"] != e["started"]),
+    Hint(N_("Stop reached the tool but your loop went on: catch the cancellation around the whole loop, never around "
+            "one tool call, so that Stop ends the run"), lambda c, e, y: _stopped(c) and e["status"] == "interrupted"
          and y["status"] != "interrupted"),
-    Hint("keep the reason Stop gave, the CancelledError's `args[0]`: 'user pressed Stop' and a budget stop look "
-         "alike from outside and need different answers", lambda c, e, y: y["reason"] != e["reason"]
+    Hint(N_("keep the reason Stop gave, the CancelledError's `args[0]`: 'user pressed Stop' and a budget stop look "
+            "alike from outside and need different answers"), lambda c, e, y: y["reason"] != e["reason"]
          and c.args["reason"] is not None),
-    Hint("a cancellation without a reason (`task.cancel()`) has no `args`: say 'cancelled' then, as the library does",
-         lambda c, e, y: y["reason"] != e["reason"]),
-    Hint("a completed run returns the model's last words as its `answer`",
+    Hint(N_("a cancellation without a reason (`task.cancel()`) has no `args`: say 'cancelled' then, as the library "
+            "does"), lambda c, e, y: y["reason"] != e["reason"]),
+    Hint(N_("a completed run returns the model's last words as its `answer`"),
          lambda c, e, y: e["status"] == "completed" and y["answer"] != e["answer"]),
-    Hint("a run stopped by a cancellation is `interrupted`, the chapter's word for it",
+    Hint(N_("a run stopped by a cancellation is `interrupted`, the chapter's word for it"),
          lambda c, e, y: y["status"] != e["status"] and e["status"] == "interrupted"),
 )
 

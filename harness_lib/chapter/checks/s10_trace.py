@@ -36,6 +36,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 
 MS = "…"   # a tool's milliseconds: a time, so compared as a whole number within what the tool can have taken
 SCAN_S = 0.06   # the slow scan, made quick: a scan_archive line says at least this long
@@ -49,23 +50,25 @@ SECOND = (("n1", "tool_result", {"toolName": "list_files", "ms": 1, "ok": True})
 
 
 def _case(script: str, point: str, run_id: str = "n1") -> Case:
-    return Case(f"{script}, run {run_id}" if script != "trace_to" else "your trace_to alone", point,
-                {"script": script, "run_id": run_id})
+    # TRANSLATORS: a case's name in a check's table: a script (`destructive`) run under a run id (`n1`)
+    name = Text(N_("{script}, run {run_id}"), script=script, run_id=run_id) if script != "trace_to" \
+        else N_("your trace_to alone")
+    return Case(name, point, {"script": script, "run_id": run_id})
 
 
 CASES = (  # the first case that fails is the one explained: the writer alone, then the chapter's run, then the rest
-    _case("trace_to", "one event, one line of JSON, appended: a file with lines already, and two writers in turn, "
-          "keep every line"),
-    _case("destructive", "the chapter's six lines of run n1: turn, tool_start, tool_result, turn, approval_required, "
-          "run_stopped"),
-    _case("destructive", "every line carries the run id it was given", "n2"),
-    _case("destructive", "the run id is written as JSON, whatever it holds", 'café "7"'),
-    _case("plan", "a completed run's last line says so: run_stopped, completed"),
-    _case("slow", "a tool's progress is a line of its own, written from inside it through its context"),
-    _case("delete_twice", "a run stopped for approval on its first turn: three lines"),
-    _case("direct", "a turn line for every turn, its tokens and the running cost"),
-    _case("repeat", "a turn line for every turn, its tokens and the running cost"),
-    _case("answer", "the shortest run: one turn line, then run_stopped"),
+    _case("trace_to", N_("one event, one line of JSON, appended: a file with lines already, and two writers in turn, "
+                         "keep every line")),
+    _case("destructive", N_("the chapter's six lines of run n1: turn, tool_start, tool_result, turn, "
+                            "approval_required, run_stopped")),
+    _case("destructive", N_("every line carries the run id it was given"), "n2"),
+    _case("destructive", N_("the run id is written as JSON, whatever it holds"), 'café "7"'),
+    _case("plan", N_("a completed run's last line says so: run_stopped, completed")),
+    _case("slow", N_("a tool's progress is a line of its own, written from inside it through its context")),
+    _case("delete_twice", N_("a run stopped for approval on its first turn: three lines")),
+    _case("direct", N_("a turn line for every turn, its tokens and the running cost")),
+    _case("repeat", N_("a turn line for every turn, its tokens and the running cost")),
+    _case("answer", N_("the shortest run: one turn line, then run_stopped")),
 )
 
 
@@ -147,34 +150,41 @@ async def _expected(case: Case, url: str, path: Path) -> dict:
 
 
 def _kind(line) -> str:
-    return line.get("type", "?") if isinstance(line, dict) else "not JSON"
+    """A line's type (a name in the code, never translated), for what differs."""
+    return line.get("type", "?") if isinstance(line, dict) else _("not JSON")
 
 
 def _keys(e: dict, y: dict) -> str:
     missing = [k for k in e if k not in y]
     extra = [k for k in y if k not in e]
     wrong = [k for k in e if k in y and e[k] != y[k]]
-    return "; ".join(filter(None, [f"{', '.join(missing)} missing" if missing else "",
-                                   f"{', '.join(extra)} not expected" if extra else "",
-                                   ", ".join(f"{k} expected {e[k]!r}, yours {y[k]!r}" for k in wrong[:2])]))
+    # TRANSLATORS: {keys}: the names of a trace line's fields (`runId`, `costUsd`...)
+    return "; ".join(filter(None, [_("{keys} missing").format(keys=", ".join(missing)) if missing else "",
+                                   _("{keys} not expected").format(keys=", ".join(extra)) if extra else "",
+                                   ", ".join(_("{key} expected {expected}, yours {yours}").format(
+                                       key=k, expected=repr(e[k]), yours=repr(y[k])) for k in wrong[:2])]))
 
 
 def _trace_difference(e: list, y) -> str:
     if not isinstance(y, list):
-        return "no trace"
+        return _("no trace")
     for i, (a, b) in enumerate(zip(e, y)):
         if a != b:
             if not isinstance(b, dict):
-                return f"trace line {i + 1} is not a JSON object: {str(b)[:60]!r}"
+                return _("trace line {n} is not a JSON object: {text}").format(n=i + 1, text=repr(str(b)[:60]))
             if _kind(a) != _kind(b):
-                return f"trace line {i + 1} expected a {_kind(a)} line, yours a {_kind(b)} line"
-            return f"trace line {i + 1} ({_kind(a)}): {_keys(a, b)}"
+                # TRANSLATORS: {expected}, {yours}: the types of two trace lines (`turn`, `tool_start`...)
+                return _("trace line {n} expected a {expected} line, yours a {yours} line").format(
+                    n=i + 1, expected=_kind(a), yours=_kind(b))
+            return _("trace line {n} ({kind}): {difference}").format(n=i + 1, kind=_kind(a), difference=_keys(a, b))
     if len(y) < len(e):
-        return f"your trace has {len(y)} lines, the library's {len(e)}: yours lacks the {_kind(e[len(y)])} line"
-    return f"your trace has {len(y)} lines, the library's {len(e)}: from line {len(e) + 1}, a {_kind(y[len(e)])} line"
+        return _("your trace has {yours} lines, the library's {expected}: yours lacks the {kind} line").format(
+            yours=len(y), expected=len(e), kind=_kind(e[len(y)]))
+    return _("your trace has {yours} lines, the library's {expected}: from line {n}, a {kind} line").format(
+        yours=len(y), expected=len(e), n=len(e) + 1, kind=_kind(y[len(e)]))
 
 
-TRACE = Field("trace", show=lambda t: f"{len(t)} lines" if isinstance(t, list) else repr(t),
+TRACE = Field("trace", show=lambda t: _("{n} lines").format(n=len(t)) if isinstance(t, list) else repr(t),
               describe=_trace_difference)
 
 
@@ -200,28 +210,30 @@ def _every(key: str):
 
 
 HINTS = (
-    Hint("a line that is not one JSON object: write each event with `json.dumps(...)` (never by hand), on a line of "
-         "its own", lambda c, e, y: any(not isinstance(b, dict) for b in y["trace"])),
-    Hint("open the file to append (`\"a\"`): a trace keeps every line, those of another run or process before yours "
-         "included", lambda c, e, y: 0 < len(y["trace"]) < len(e["trace"]) and c.args["script"] == "trace_to"),
-    Hint("every line carries the run id: a run spanning three processes and two days is then one query",
+    Hint(N_("a line that is not one JSON object: write each event with `json.dumps(...)` (never by hand), on a line "
+            "of its own"), lambda c, e, y: any(not isinstance(b, dict) for b in y["trace"])),
+    Hint(N_("open the file to append (`\"a\"`): a trace keeps every line, those of another run or process before "
+            "yours included"),
+         lambda c, e, y: 0 < len(y["trace"]) < len(e["trace"]) and c.args["script"] == "trace_to"),
+    Hint(N_("every line carries the run id: a run spanning three processes and two days is then one query"),
          lambda c, e, y: _every("runId")(c, e, y)),
-    Hint("each line carries the id of its own run, the `run_id` it was given, written as it is: one query then finds "
-         "the whole run", _lacks("runId")),
-    Hint("every turn line carries the running cost, `costUsd`: the run's dollars so far, rounded to 6 places, not "
-         "this turn's alone", _lacks("costUsd", "turn")),
-    Hint("every turn line carries that turn's tokens, `prompt_tokens`, `completion_tokens` and `total_tokens` of its "
-         "usage", lambda c, e, y: any(_lacks(k, "turn")(c, e, y) for k in ("prompt_tokens", "completion_tokens",
-                                                                           "total_tokens"))),
-    Hint("run_stopped carries the reason: a budget stop and a crash look the same from outside and need opposite "
-         "answers", _lacks("reason", "run_stopped")),
-    Hint("a tool's progress is a line of its own: pass the tool a context whose `progress` writes a `tool_progress` "
-         "line", lambda c, e, y: c.args["script"] == "slow" and not any(
+    Hint(N_("each line carries the id of its own run, the `run_id` it was given, written as it is: one query then "
+            "finds the whole run"), _lacks("runId")),
+    Hint(N_("every turn line carries the running cost, `costUsd`: the run's dollars so far, rounded to 6 places, not "
+            "this turn's alone"), _lacks("costUsd", "turn")),
+    Hint(N_("every turn line carries that turn's tokens, `prompt_tokens`, `completion_tokens` and `total_tokens` of "
+            "its usage"), lambda c, e, y: any(_lacks(k, "turn")(c, e, y) for k in ("prompt_tokens",
+                                                                                   "completion_tokens",
+                                                                                   "total_tokens"))),
+    Hint(N_("run_stopped carries the reason: a budget stop and a crash look the same from outside and need opposite "
+            "answers"), _lacks("reason", "run_stopped")),
+    Hint(N_("a tool's progress is a line of its own: pass the tool a context whose `progress` writes a "
+            "`tool_progress` line"), lambda c, e, y: c.args["script"] == "slow" and not any(
              isinstance(b, dict) and b.get("type") == "tool_progress" for b in y["trace"])),
-    Hint("the event's type comes second, one of the chapter's six: turn, tool_start, tool_progress, tool_result, "
-         "approval_required, run_stopped", _lacks("type")),
-    Hint("a tool_result line says how long the tool took, `ms`: a whole number of milliseconds, from just before "
-         "the tool's run to just after it",
+    Hint(N_("the event's type comes second, one of the chapter's six: turn, tool_start, tool_progress, tool_result, "
+            "approval_required, run_stopped"), _lacks("type")),
+    Hint(N_("a tool_result line says how long the tool took, `ms`: a whole number of milliseconds, from just before "
+            "the tool's run to just after it"),
          _lacks("ms", "tool_result")),
 )
 
