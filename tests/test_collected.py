@@ -147,7 +147,7 @@ def test_notebook_15_runs_after_the_report_it_reads(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(report, "executed_notebooks", executed)
     monkeypatch.setattr(report, "measure_all", measure)
     monkeypatch.setattr(report, "section_12_live", lambda: None)
-    from harness_lib.chapter import notebooks as notebooks_module   # the translations, written, not executed here
+    from harness_lib.chapter import notebooks as notebooks_module  # the translations, written, not executed here
     monkeypatch.setattr(notebooks_module, "execute_all", lambda paths, say=None, jobs=1: {})
     before = {p: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
     assert report.main(execute=True) == 0

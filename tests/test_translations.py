@@ -287,7 +287,8 @@ def test_build_translates_the_markdown_chooses_the_language_and_executes_it(proj
 
 
 def test_a_setup_cell_after_the_parameters_speaks_below_its_config_line():
-    assert tr.speaking("%config X = 1\nimport os\n", "hu") == f"%config X = 1\n{tr.SPEAK_IMPORT}\n{tr.SPEAK['hu']}\nimport os\n"
+    assert tr.speaking("%config X = 1\nimport os\n", "hu") == (
+        f"%config X = 1\n{tr.SPEAK_IMPORT}\n{tr.SPEAK['hu']}\nimport os\n")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("CAP = 8", metadata={"tags": ["parameters"]}),
                                          nbformat.v4.new_code_cell("setup()"), nbformat.v4.new_code_cell("later()")])
     assert tr.setup_cell(nb) is nb.cells[1]

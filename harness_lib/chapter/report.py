@@ -178,7 +178,8 @@ def chapter_languages(value: str | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w for w in words if w != "en"))
 
 
-def chapter_in(root: Path, keep_recorded_live: bool = False, languages: tuple[str, ...] = ()) -> tuple[pd.DataFrame, str]:
+def chapter_in(root: Path, keep_recorded_live: bool = False,
+               languages: tuple[str, ...] = ()) -> tuple[pd.DataFrame, str]:
     """Execute every notebook of ``root/notebooks`` in place, write ``root/reports``, then run the notebooks that
     read the report, and execute the translated notebooks of ``languages`` (``root/notebooks/bg``, ``hu``) in their
     language; those of the other languages are kept as committed (built again only if they are not what the English

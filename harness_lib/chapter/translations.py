@@ -354,8 +354,8 @@ def _umask() -> int:
 CHAPTER_DOMAIN = "chapter"
 CHAPTER_CODE = Path(__file__).resolve().parent
 KEYWORDS = {"_": None, "N_": None}
-CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's messages\n"
-                  "# (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
+CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's\n"
+                  "# messages (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
 
 
 def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
@@ -366,7 +366,7 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
                   header_comment=CHAPTER_HEADER.format(language="all languages"))
     found = extract_from_dir(code, method_map=[("**.py", "python")], keywords=KEYWORDS,
                              comment_tags=("TRANSLATORS:",), strip_comment_tags=True)
-    for filename, lineno, message, comments, context in found:
+    for filename, _lineno, message, comments, context in found:
         if not message:
             continue
         where = (f"harness_lib/chapter/{filename}", None)   # no line numbers: a moved line changes no catalogue
@@ -516,7 +516,7 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
                 found = _comment_translation(catalog, comment.text, context(path, cell))
                 if found is None and not folder:
                     stale.append(Stale(where, f"{cell.id} comment {k + 1}",
-                                       "its comment is not translated yet (run `make translations`, then translate it)"))
+                                       "its comment is not translated yet (`make translations`, then translate it)"))
                 texts.append(found or comment.text)   # an exercise's own comments (YOUR CODE HERE) stay as they are
             cell.source = with_comments(cell.source, texts)
     if isinstance(link, Stale):
@@ -583,7 +583,6 @@ def write_and_execute(made: list[tuple], say=None, execute: bool = True) -> list
     """Write each (notebook, path, stamp) and execute them, two at once on two cores: a translated notebook's
     outputs are its own run's, in its language. The paths written."""
     from .notebooks import default_jobs, execute_all
-
     from .s12_local_model import NOTEBOOK as NOTEBOOK_12
     from .s12_local_model import keep_recorded_live
 
