@@ -133,3 +133,26 @@ def test_a_bad_parameter_in_a_bulgarian_notebook_is_said_in_bulgarian(tmp_path):
     line = errors[0].traceback
     assert len(line) == 1 and line[0].startswith("ParameterError: BUDGETS приема "), line
     assert line[0].endswith("получи 'a lot'") and re.search("[а-я]{4}", line[0].split("приема", 1)[1]), line
+
+
+def test_make_chapter_runs_the_languages_asked_for_besides_english():
+    from harness_lib.chapter.report import ChapterError, chapter_languages
+
+    assert chapter_languages("") == () and chapter_languages("en") == ()
+    assert chapter_languages("bg") == ("bg",) and chapter_languages("hu, bg hu") == ("hu", "bg")
+    with pytest.raises(ChapterError, match="LANGUAGES=bg de: the notebooks are in en, bg, hu; not de"):
+        chapter_languages("bg de")
+
+
+def test_a_field_and_a_count_of_the_same_english_are_two_messages():
+    """"turns" names a field ("turns: expected 3, yours 4") and counts ("3 turns"): Bulgarian says them apart."""
+    from harness_lib.chapter.checking import TURNS
+
+    try:
+        lang.speak("bg")
+        assert TURNS.show(3).endswith(lang._("turns")) and TURNS.show(1).endswith(lang._("turn"))
+        assert TURNS.tell({"turns": 3}, {"turns": 4}).startswith(lang.in_context("field", "turns") + ":")
+        assert lang.in_context("field", "turns") != lang._("turns")
+    finally:
+        lang.speak("en")
+    assert TURNS.tell({"turns": 3}, {"turns": 4}) == "turns: expected 3, yours 4"

@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable
 
 import pandas as pd
 
-from .language import N_, Text, _
+from .language import C_, N_, Text, _, in_context
 from .stop_button import check as stop_pressed
 from .stop_button import whole
 
@@ -77,8 +77,8 @@ class Field:
         e, y = expected.get(self.key), yours.get(self.key)
         if self.describe is not None:
             return self.describe(e, y)
-        return _("{field}: expected {expected}, yours {yours}").format(field=_(self.label or self.key),
-                                                                      expected=_plain(e), yours=_plain(y))
+        named = in_context("field", self.label or self.key)
+        return _("{field}: expected {expected}, yours {yours}").format(field=named, expected=_plain(e), yours=_plain(y))
 
 
 def _plain(value) -> str:
@@ -519,8 +519,9 @@ def _transcript_difference(expected, yours) -> str:
 
 
 STATUS = Field("status", label=N_("status"))
-TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), N_("turns")), label=N_("turns"))
-TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, N_("tool run"), N_("tool runs")), label=N_("tool runs"))
+TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), N_("turns")), label=C_("field", "turns"))
+TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, N_("tool run"), N_("tool runs")),
+                  label=C_("field", "tool runs"))
 # TRANSLATORS: "in 3,431": the input tokens of a run, in a check's table
 IN = Field("in", show=_tokens(N_("in")), label=N_("input tokens"))
 # TRANSLATORS: "out 120": the output tokens of a run, in a check's table
@@ -531,7 +532,7 @@ DELETED = Field("deleted", show=lambda d: (_("deleted {files}").format(files=", 
 ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 40 else a[:37] + "..."),
                label=N_("answer"))
 TRANSCRIPT = Field("messages", show=lambda m: (_count(len(m), N_("message"), N_("messages")) if isinstance(m, list)
-                                               else repr(m)[:40]), label=N_("messages"),
+                                               else repr(m)[:40]), label=C_("field", "messages"),
                    describe=_transcript_difference, follows=True)
 
 

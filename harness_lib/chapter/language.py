@@ -106,3 +106,15 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Marks ``message`` for the catalogue and returns it unchanged: it is translated where it is shown."""
     return message
+
+
+def C_(context: str, message: str) -> str:
+    """Marks ``message`` for the catalogue under ``context`` (the same English meaning two things: "turns" counted,
+    "3 turns", and "turns" naming a field) and returns it unchanged; ``in_context`` translates it."""
+    return message
+
+
+def in_context(context: str, message: str) -> str:
+    """``message`` in the language spoken, as the catalogue translates it under ``context`` (else as ``_``)."""
+    translated = _translations.pgettext(context, message)
+    return translated if translated != message else _(message)

@@ -353,7 +353,7 @@ def _umask() -> int:
 # -- the chapter layer's own messages (harness_lib.chapter.language) ----------------------------------------
 CHAPTER_DOMAIN = "chapter"
 CHAPTER_CODE = Path(__file__).resolve().parent
-KEYWORDS = {"_": None, "N_": None}
+KEYWORDS = {"_": None, "N_": None, "C_": ((1, "c"), 2)}
 CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's\n"
                   "# messages (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
 
@@ -370,9 +370,10 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
         if not message:
             continue
         where = (f"harness_lib/chapter/{filename}", None)   # no line numbers: a moved line changes no catalogue
-        if message in pot:
-            pot[message].locations.append(where)
-            pot[message].auto_comments.extend(c for c in comments if c not in pot[message].auto_comments)
+        known = pot.get(message, context=context)
+        if known is not None:
+            known.locations.append(where)
+            known.auto_comments.extend(c for c in comments if c not in known.auto_comments)
         else:
             pot.add(message, locations=[where], auto_comments=comments, context=context)
     with data_path("chapter_figures.csv").open(encoding="utf-8", newline="") as f:
