@@ -15,7 +15,8 @@ temporary copy of the notebooks, and drives Debian's ``/usr/bin/chromium`` (neve
   language, and its glossary link opening the glossary beside it;
 * an exercise (notebooks/exercises/02): Run All before a line is written goes on past the cells the stub breaks,
   its check says "not written yet" in one line; a wrong piece typed into the cell that says YOUR CODE HERE and its
-  check run: the hint names the mistake; the piece fixed: every case passes;
+  check run: the hint names the mistake; the piece fixed: every case passes; the same in Bulgarian
+  (notebooks/bg/exercises/02), every line the check says in Bulgarian;
 * every notebook closed with File > Close and Shut Down Notebook…: its kernel gone, none left at the end;
 * JupyterLab started as `make lab` starts it (``harness_lib.chapter.lab``): no page ever shows the "get notified
   about official Jupyter news?" prompt, and no page makes a request outside 127.0.0.1 (nor asks JupyterLab's
@@ -550,17 +551,37 @@ def _translated(tab: Tab, path: Path, name: str):
 
 
 EXERCISE = ROOT / "notebooks" / "exercises" / "02-turn-cap.ipynb"
+EXERCISES = [EXERCISE, ROOT / "notebooks" / "bg" / "exercises" / "02-turn-cap.ipynb"]   # in English, in Bulgarian
+
+
+def _in(language: str, message: str, **values) -> str:
+    """What the chapter layer says in ``language``: the catalogue's translation, as the notebook's kernel says it."""
+    from harness_lib.chapter import language as spoken
+
+    try:
+        spoken.speak(language)
+        return spoken._(message).format(**values)
+    finally:
+        spoken.speak("en")
 
 
 def _exercise(tab: Tab, path: Path, name: str):
     """An exercise, as a reader does it: Run All before writing anything, then a wrong piece typed into the cell that
-    says YOUR CODE HERE and its check run (the hint names the mistake), then the piece fixed (every case passes)."""
+    says YOUR CODE HERE and its check run (the hint names the mistake), then the piece fixed (every case passes).
+    In a Bulgarian exercise, every line the check says is in Bulgarian."""
+    from harness_lib.chapter.checking import NOT_WRITTEN
+    from harness_lib.chapter.checks.s02_turn_cap import CHECK
+
+    language = path.parent.parent.name if path.parent.parent.name in ("bg", "hu") else "en"
+    past_the_cap = next(h.says for h in CHECK.hints if h.says.startswith("one turn past the cap"))
+    hint = _in(language, past_the_cap).split(":")[0]
+    tally = "{passed} of {total} cases pass"
     page = tab.page
     solution = next(c.source for c in nbformat.read(ROOT / "notebooks" / path.name, as_version=4).cells
                     if "build" in c.metadata.get("tags", []))
     wrong = solution.replace('if tally["turns"] >= max_turns:', 'if tally["turns"] > max_turns:')
     assert wrong != solution
-    with tab.step("exercises/02: Run All before a line is written goes on past the cells the stub breaks"):
+    with tab.step(f"{name}: Run All before a line is written goes on past the cells the stub breaks"):
         yield from _open(tab, name)
         _menu(page, "Run", "Run All Cells")
         yield from _until_run(page)
@@ -568,9 +589,8 @@ def _exercise(tab: Tab, path: Path, name: str):
         assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), f"cells that did not run: {prompts}"
         check = _cell(page, "from harness_lib.chapter.checks.s02_turn_cap import check")
         said = _outputs_text(check).strip().splitlines()   # its Out prompt, [4]:, then the one line
-        assert said[-1] == "not written yet: write `capped_loop` in its cell above, where it says YOUR CODE HERE" \
-            and len(said) <= 2, said
-    with tab.step("exercises/02: a wrong piece typed in: its check names the mistake"):
+        assert said[-1] == _in(language, NOT_WRITTEN, name="capped_loop") and len(said) <= 2, said
+    with tab.step(f"{name}: a wrong piece typed in: its check names the mistake"):
         build = _cell(page, solution.split("\n")[0])
         _set_source(page, build, wrong)
         _run_cell(page, build)
@@ -578,15 +598,15 @@ def _exercise(tab: Tab, path: Path, name: str):
         _run_cell(page, check)
         yield from _until_run(page, 60)
         text = _outputs_text(check)
-        assert re.search(r"\b(\d|10) of 11 cases pass", text) and "one turn past the cap" in text, text[-600:]
-    with tab.step("exercises/02: the piece fixed: every case passes"):
+        assert any(_in(language, tally, passed=n, total=11) in text for n in range(11)) and hint in text, text[-600:]
+    with tab.step(f"{name}: the piece fixed: every case passes"):
         _set_source(page, build, solution)
         _run_cell(page, build)
         yield from _until_run(page, 30)
         _run_cell(page, check)
         yield from _until_run(page, 60)
         text = _outputs_text(check)
-        assert "11 of 11 cases pass" in text and "✗" not in text, text[-600:]
+        assert _in(language, tally, passed=11, total=11) in text and "✗" not in text, text[-600:]
 
 
 READER = {"02-turn-cap": _turn_cap, "03-budget": _budget, "09-cancellation": _cancellation}
@@ -602,7 +622,7 @@ def _lane(tab: Tab, queue: list[Path]):
     while queue:
         path = queue.pop(0)
         name = path.relative_to(ROOT / "notebooks").as_posix()
-        script = _translated if path in TRANSLATED else _exercise if path == EXERCISE else \
+        script = _translated if path in TRANSLATED else _exercise if path in EXERCISES else \
             READER.get(path.stem, _just_run_all)
         yield from script(tab, path, name)
         with tab.step(f"{name}: Close and Shut Down Notebook"):
@@ -613,7 +633,7 @@ def _lane(tab: Tab, queue: list[Path]):
 def test_a_reader_runs_edits_reruns_and_stops_the_notebooks(lab, browser, steps):
     assert len(NOTEBOOKS) == 17
     first = [p for prefix in FIRST for p in NOTEBOOKS if p.stem.startswith(prefix)]
-    queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED + [EXERCISE]
+    queue = first + [p for p in NOTEBOOKS if p not in first] + TRANSLATED + EXERCISES
     tabs = _tabs(lab, browser, steps, TABS)
     _interleave(_lane(tab, queue) for tab in tabs)
     assert _api(lab, "GET", "/api/sessions") == [], "kernels left running after every notebook was closed"
