@@ -18,6 +18,8 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .language import N_, _
+
 STYLE = {
     "font.family": "DejaVu Sans",
     "font.size": 9.5,
@@ -82,6 +84,12 @@ def _label_bars(ax, bars, labels, inside: bool = False):
 
 
 # -- labelled bars, for any table (05, 06, 12, 13) ---------------------------------------------------
+# The titles and the legend the notebooks hand ``bars`` (their code cells are the same in every language): marked
+# here for the catalogue, translated where they are drawn.
+NOTEBOOK_WORDS = (N_("turns"), N_("tool runs"), N_("cost (USD)"), N_("wall time per task (ms, recorded)"),
+                  N_("answered the question"))
+
+
 def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = None, formats: list[str] | None = None,
          highlight: pd.Series | None = None, highlight_label: str = "", width: float | None = None) -> Figure:
     """One panel per column, one bar per row of ``table`` (its index labels the bars). Rows where
@@ -97,18 +105,19 @@ def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = Non
             _label_bars(ax, drawn, [fmt.format(v) for v in table[column]])
             ax.set_xticks(range(len(table)), labels, rotation=20 if max(map(len, labels)) > 12 else 0, ha="right"
                           if max(map(len, labels)) > 12 else "center")
-            ax.set_title(title)
+            ax.set_title(_(title))
             ax.set_ylim(0, max(table[column].max(), 1e-12) * 1.2)
             if pd.api.types.is_integer_dtype(table[column]):  # counts: no half-ticks
                 ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
             if table[column].max() >= 1000:
                 ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
         if table.attrs.get("recorded"):  # data not measured here says so on the figure itself
-            fig.suptitle(f"Recorded data: {table.attrs['recorded']}", x=0.01, ha="left", fontsize=9,
+            fig.suptitle(_("Recorded data: {what}").format(what=_(table.attrs["recorded"])), x=0.01, ha="left",
+                         fontsize=9,
                          color=GREY, style="italic")
         if highlight is not None and highlight.any() and highlight_label:
             from matplotlib.patches import Patch
-            axes[-1].legend(handles=[Patch(color=GREEN, label=highlight_label)], loc="upper left")
+            axes[-1].legend(handles=[Patch(color=GREEN, label=_(highlight_label))], loc="upper left")
     return fig
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from ..scripted import ScriptedProvider
 from . import params
 from .common import SCENARIOS_THAT_FINISH, approving, scenario
+from .language import _
 from .stop_button import all_or_nothing
 
 PARAMETERS = {"SCENARIO": params.OneOf(SCENARIOS_THAT_FINISH),   # a script that ends without a turn cap
@@ -26,7 +27,7 @@ class SwitchServers(NamedTuple):
 def script_catalogue() -> pd.DataFrame:
     from ..scripted import scripts
     return pd.DataFrame({"scenario": list(scripts.SCRIPTS),
-                         "what it does": [f.__doc__.splitlines()[0] for f in scripts.SCRIPTS.values()]}
+                         _("what it does"): [f.__doc__.splitlines()[0] for f in scripts.SCRIPTS.values()]}
                         ).set_index("scenario")
 
 
@@ -42,6 +43,6 @@ async def switch_servers(base_url: str, scenario_name: str = "plan", switch_afte
         moved = await approving(second.base_url, scenario_name, state=half.state, workspace=half.workspace,
                                 trace=half.trace, max_turns=20)
     whole = await approving(base_url, scenario_name, max_turns=20)
-    table = pd.DataFrame([{"run": "two servers, one after the other", **moved.row},
-                          {"run": "one server throughout", **whole.row}]).set_index("run")
+    table = pd.DataFrame([{"run": _("two servers, one after the other"), **moved.row},
+                          {"run": _("one server throughout"), **whole.row}]).set_index("run")
     return SwitchServers(first_leg, table)

@@ -13,6 +13,7 @@ from ..tokens import compact, count
 from . import params
 from .common import Measured, scenario
 from .figures import relabel
+from .language import _
 from .plots import PURPLE, ROLE_COLORS, _figure, style
 from .stop_button import all_or_nothing
 
@@ -75,6 +76,12 @@ def request_parts(state: RunState, tool_schemas: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _shown(part: str) -> str:
+    """A part of a request as the plot names it: the tool schemas in the language spoken; a message (``#2 tool``)
+    by its number and role, which are the API's."""
+    return _("tool schemas") if part == "tool schemas" else part
+
+
 def request_parts_plot(parts: pd.DataFrame) -> Figure:
     """Stacked bars, one per turn: the prompt tokens of each request, split into the tool schemas and
     every message sent so far (``request_parts``)."""
@@ -85,19 +92,19 @@ def request_parts_plot(parts: pd.DataFrame) -> Figure:
         for turn in turns:
             bottom = 0
             for row in parts[parts["turn"] == turn].itertuples():
-                label = row.role if row.role not in labelled else None
+                label = _shown(row.role) if row.role not in labelled else None
                 labelled.add(row.role)
                 ax.bar(turn, row.tokens, bottom=bottom, width=0.6, color=ROLE_COLORS.get(row.role, PURPLE),
                        edgecolor="white", linewidth=0.8, label=label)
                 if row.tokens >= 18:  # too thin to hold a label otherwise
-                    ax.text(turn, bottom + row.tokens / 2, row.part, ha="center", va="center", fontsize=7.5,
+                    ax.text(turn, bottom + row.tokens / 2, _shown(row.part), ha="center", va="center", fontsize=7.5,
                             color="black" if row.role == "tool schemas" else "white")
                 bottom += row.tokens
             ax.annotate(f"{bottom:,}", (turn, bottom), xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontweight="bold")
-        ax.set_xticks(turns, [f"turn {t}" for t in turns])
-        ax.set_ylabel("prompt tokens sent")
-        ax.set_title("Every turn resends everything before it")
+        ax.set_xticks(turns, [_("turn {n}").format(n=t) for t in turns])
+        ax.set_ylabel(_("prompt tokens sent"))
+        ax.set_title(_("Every turn resends everything before it"))
         ax.legend(loc="upper left")
         ax.set_ylim(0, parts.groupby("turn")["tokens"].sum().max() * 1.15)
     return fig

@@ -20,6 +20,7 @@ from ..scripted.scripts import call, turn_index
 from ..state import RunState
 from . import params
 from .common import Measured, as_row, prefix_costs, scenario
+from .language import N_, _
 from .plots import BLUE, GREY, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing
 
@@ -115,7 +116,8 @@ async def forecast_lines(base_url: str, observed: int = 3, caps=CHAPTER_CAPS, na
     """Price each cap from the first ``observed`` turns of one run of ``name``, before any cap is run."""
     observed, caps = _observed(observed), _caps(caps)
     head = await scenario(base_url, name, max_turns=observed)
-    return "\n".join(f"cap {f.cap:>3}: input tokens {f.input_tokens:>9,}   cost ${f.cost_usd:.6f}"
+    line = _("cap {cap:>3}: input tokens {tokens:>9,}   cost ${usd:.6f}")
+    return "\n".join(line.format(cap=f.cap, tokens=f.input_tokens, usd=f.cost_usd)
                      for f in forecast(head.trace.events, observed=observed, caps=caps))
 
 
@@ -178,10 +180,10 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS,
     runs that answer before the cap (plan, recover), which the forecast prices as if they went on. ``runs``:
     the runaway's, by cap, if already made (``cap_forecast``)."""
     observed, caps = _observed(observed), _caps(caps)
-    cases = {"runaway (the assumption holds)": dict(name="runaway"),
-             "replies of varying length": dict(name="varying", client=VaryingModel()),
-             "plan (answers at turn 3)": dict(name="plan"),
-             "recover (answers at turn 4)": dict(name="recover")}
+    cases = {N_("runaway (the assumption holds)"): dict(name="runaway"),   # English in the table (the figures'
+             N_("replies of varying length"): dict(name="varying", client=VaryingModel()),  # keys are made from
+             N_("plan (answers at turn 3)"): dict(name="plan"),             # them); the plot translates them
+             N_("recover (answers at turn 4)"): dict(name="recover")}
     rows = []
     for label, case in cases.items():
         options = {k: v for k, v in case.items() if k != "name"}
@@ -209,17 +211,18 @@ def forecast_plot(table: pd.DataFrame, curve: pd.DataFrame, breaks: pd.DataFrame
     worst = measured["cost_error_pct"].abs().max()
     with style():
         ax = axes[0]
-        ax.plot(curve.index, curve["predicted_usd"], color=BLUE, label=f"forecast from the first {k} turns")
+        ax.plot(curve.index, curve["predicted_usd"], color=BLUE,
+                label=_("forecast from the first {k} turns").format(k=k))
         ax.scatter(measured.index, measured["measured_usd"], color=RED, zorder=3,
-                   label=f"caps as run (largest error {worst:.2f} %)")
+                   label=_("caps as run (largest error {worst:.2f} %)").format(worst=worst))
         for n, (cap, row) in enumerate(measured.iterrows()):
             below = n % 2 == 0
-            ax.annotate(f"cap {cap}: ${row['measured_usd']:.4f}", (cap, row["measured_usd"]),
+            ax.annotate(_("cap {cap}: ${usd:.4f}").format(cap=cap, usd=row["measured_usd"]), (cap, row["measured_usd"]),
                         xytext=(7, -4) if below else (-7, 5), textcoords="offset points",
                         ha="left" if below else "right", va="top" if below else "bottom", fontsize=8)
-        ax.set_xlabel("turn cap")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("Runaway caps, priced before they run")
+        ax.set_xlabel(_("turn cap"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("Runaway caps, priced before they run"))
         ax.legend(loc="upper left")
         if breaks is not None:
             ax = axes[1]
@@ -228,15 +231,15 @@ def forecast_plot(table: pd.DataFrame, curve: pd.DataFrame, breaks: pd.DataFrame
             width = 0.8 / len(labels)
             for n, (label, color) in enumerate(zip(labels, [BLUE, ORANGE, GREY, RED])):
                 ratio = [breaks.loc[(label, c), "predicted_usd"] / breaks.loc[(label, c), "measured_usd"] for c in caps]
-                ax.bar([i + n * width for i in range(len(caps))], ratio, width=width, color=color, label=label,
+                ax.bar([i + n * width for i in range(len(caps))], ratio, width=width, color=color, label=_(label),
                        bottom=0)
-            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(caps))], [f"cap {c}" for c in caps])
+            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(caps))], [_("cap {cap}").format(cap=c) for c in caps])
             ax.set_yscale("log")
             ax.axhline(1, color="black", linewidth=0.8)
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"×{y:g}"))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _pos: f"×{y:g}"))
             ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            ax.set_ylabel("forecast ÷ measured cost")
-            ax.set_title("Where constant growth is the wrong guess")
+            ax.set_ylabel(_("forecast ÷ measured cost"))
+            ax.set_title(_("Where constant growth is the wrong guess"))
             ax.legend(loc="upper left", fontsize=7.5)
     return fig
 
@@ -248,16 +251,17 @@ def quadratic_growth_plot(prefix: pd.DataFrame, coefficients) -> Figure:
     n = prefix.index.to_numpy()
     with style():
         left.plot(n, prefix["prompt_tokens"], color=BLUE)
-        left.set_title("Prompt tokens of turn n")
-        left.set_xlabel("turn n")
-        left.set_ylabel("tokens")
-        right.plot(n, prefix["input_tokens"], color=BLUE, linewidth=3, alpha=0.45, label="measured")
+        left.set_title(_("Prompt tokens of turn n"))
+        left.set_xlabel(_("turn n"))
+        left.set_ylabel(_("tokens"))
+        right.plot(n, prefix["input_tokens"], color=BLUE, linewidth=3, alpha=0.45, label=_("measured"))
         a, b, c = coefficients
         right.plot(n, np.polyval(coefficients, n), color=RED, linestyle="--", linewidth=1.2,
-                   label=f"fit {a:.1f} n² + {b:.1f} n {'+' if c >= 0 else '−'} {abs(c):.1f}")
-        right.set_title("Input tokens paid for, turns 1..n")
-        right.set_xlabel("turn cap n")
-        right.set_ylabel("input tokens (cumulative)")
+                   label=_("fit {a:.1f} n² + {b:.1f} n {sign} {c:.1f}").format(a=a, b=b, sign="+" if c >= 0 else "−",
+                                                                             c=abs(c)))
+        right.set_title(_("Input tokens paid for, turns 1..n"))
+        right.set_xlabel(_("turn cap n"))
+        right.set_ylabel(_("input tokens (cumulative)"))
         right.legend(loc="upper left")
         for ax in (left, right):
             ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
@@ -271,21 +275,23 @@ def cap_plot(prefix: pd.DataFrame, cap: int) -> tuple[Figure, str]:
     half = prefix.loc[cap // 2] if cap >= 2 else None
     fig, (ax,) = _figure(7.0, 3.4)
     with style():
-        ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label="every cap, from the long run's prefixes")
+        ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label=_("every cap, from the long run's prefixes"))
         ax.axvline(cap, color=RED, linestyle="--", linewidth=1.0)
         ax.scatter([cap], [row["cost_usd"]], color=RED, zorder=4, s=60,
-                   label=f"cap {cap}: {int(row['input_tokens']):,} input tokens, ${row['cost_usd']:.4f}")
+                   label=_("cap {cap}: {tokens:,} input tokens, ${usd:.4f}").format(
+                       cap=cap, tokens=int(row["input_tokens"]), usd=row["cost_usd"]))
         if half is not None:
             ax.scatter([cap // 2], [half["cost_usd"]], color=ORANGE, zorder=4, s=40,
-                       label=f"half of it, cap {cap // 2}: ${half['cost_usd']:.4f}")
-        ax.set_xlabel("turn cap (the runaway script never stops by itself)")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("Your cap on the cost of every cap")
+                       label=_("half of it, cap {cap}: ${usd:.4f}").format(cap=cap // 2, usd=half["cost_usd"]))
+        ax.set_xlabel(_("turn cap (the runaway script never stops by itself)"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("Your cap on the cost of every cap"))
         ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.2f}"))
         ax.legend(loc="upper left")
-    text = f"{int(row['input_tokens']):,} input tokens, ${row['cost_usd']:.6f}"
+    text = _("{tokens:,} input tokens, ${usd:.6f}").format(tokens=int(row["input_tokens"]), usd=row["cost_usd"])
     if half is not None:
-        text += f"; {row['cost_usd'] / half['cost_usd']:.2f} times the cost of cap {cap // 2}"
+        text += "; " + _("{times:.2f} times the cost of cap {cap}").format(times=row["cost_usd"] / half["cost_usd"],
+                                                                        cap=cap // 2)
     return fig, text
 
 
@@ -294,8 +300,8 @@ def cost_vs_cap_plot(prefix: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     caps as points on it (``runs`` is indexed by cap and has ``cost_usd``)."""
     fig, (ax,) = _figure(7.0, 3.6)
     with style():
-        ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label="prefix sums of one run")
-        ax.scatter(runs.index, runs["cost_usd"], color=ORANGE, zorder=3, s=36, label="a separate run at that cap")
+        ax.plot(prefix.index, prefix["cost_usd"], color=BLUE, label=_("prefix sums of one run"))
+        ax.scatter(runs.index, runs["cost_usd"], color=ORANGE, zorder=3, s=36, label=_("a separate run at that cap"))
         last = runs.index.max()
         span = max(prefix.index.max(), last) or 1
         lift, previous = 0, None
@@ -303,13 +309,13 @@ def cost_vs_cap_plot(prefix: pd.DataFrame, runs: pd.DataFrame) -> Figure:
             # Caps close together would print their labels on top of each other: stack them instead.
             lift = lift + 11 if previous is not None and (cap - previous) < 0.12 * span else 0
             previous = cap
-            ax.annotate(f"cap {cap}: ${cost:.3f}", (cap, cost),
+            ax.annotate(_("cap {cap}: ${usd:.3f}").format(cap=cap, usd=cost), (cap, cost),
                         xytext=(-8, 4 + lift) if cap == last else (8, -3 + lift),
                         textcoords="offset points", ha="right" if cap == last else "left",
                         va="bottom" if cap == last else "top", fontsize=8.5)
-        ax.set_xlabel("turn cap (the runaway script never stops by itself)")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("What a cap lets a runaway spend")
+        ax.set_xlabel(_("turn cap (the runaway script never stops by itself)"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("What a cap lets a runaway spend"))
         ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.2f}"))
         ax.legend(loc="upper left")
     return fig

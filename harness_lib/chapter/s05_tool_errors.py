@@ -21,8 +21,10 @@ from ..state import RunState
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
 from . import params
+from .checking import plural
 from .common import Measured, as_row, scenario
 from .figures import relabel
+from .language import N_, _
 from .plots import BLUE, GREY, ORANGE, _figure, style
 from .stop_button import all_or_nothing
 
@@ -91,13 +93,15 @@ def policy_story(table: pd.DataFrame) -> str:
     costs = ", ".join(f"`{p}` `${c:.6f}`" for p, c in table["cost_usd"].items())  # code: no "$" math
     if not answered:
         d = table.loc["descriptive"]
-        return (f"No policy got to an answer ({costs}): even the `descriptive` run ended `{d['status']}` after "
-                f"{d['turns']} turns, before it could use what the error told it. Try a larger `CAP`.")
-    who = " and ".join(f"`{p}`" for p in answered)
-    line = f"Only {who} got to an answer ({costs})."
+        return _("No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after {turns} "
+                 "turns, before it could use what the error told it. Try a larger `CAP`.").format(
+            costs=costs, status=d["status"], turns=d["turns"])
+    # TRANSLATORS: joins two or three names: `fatal` and `descriptive`
+    who = _(" and ").join(f"`{p}`" for p in answered)
+    line = _("Only {who} got to an answer ({costs}).").format(who=who, costs=costs)
     if "generic" not in answered:
-        line += (" The `generic` policy keeps the loop alive and still loses, because the one thing the model "
-                 "needed, the hint in the error text, never reached it.")
+        line += " " + _("The `generic` policy keeps the loop alive and still loses, because the one thing the model "
+                        "needed, the hint in the error text, never reached it.")
     return line
 
 
@@ -107,7 +111,7 @@ def _model_read(state: RunState) -> str:
         if m["role"] == "tool":
             if any(later["role"] == "assistant" for later in state.messages[i + 1:]):
                 return m["content"]
-            return "(nothing: the run stopped before the model saw the result)"
+            return _("(nothing: the run stopped before the model saw the result)")
     return ""
 
 
@@ -165,14 +169,14 @@ def permanent_plot(table: pd.DataFrame) -> Figure:
     with style():
         colors = [GREY, BLUE, BLUE, ORANGE]
         bars = ax.barh(list(table.index)[::-1], list(table["cost_usd"])[::-1], color=colors[::-1])
-        for bar, (_, row) in zip(bars, list(table.iterrows())[::-1]):
-            ax.annotate(f"${row['cost_usd']:.6f}, {row['turns']} turn{'s' if row['turns'] != 1 else ''}, "
+        for bar, (_label, row) in zip(bars, list(table.iterrows())[::-1]):
+            ax.annotate(f"${row['cost_usd']:.6f}, {plural(row['turns'], N_('turn'), N_('turns'))}, "
                         f"{row['status']}", (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
-        ax.set_xlabel("cost (USD)")
+        ax.set_xlabel(_("cost (USD)"))
         ax.set_xlim(0, table["cost_usd"].max() * 2.3)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-        ax.set_title("Ended by the turn cap, or by its reason")
+        ax.set_title(_("Ended by the turn cap, or by its reason"))
         ax.grid(axis="x", alpha=0.3)
         ax.grid(axis="y", visible=False)
     return fig

@@ -18,6 +18,7 @@ from ..state import RunState
 from ..workspace import Workspace
 from . import params
 from .common import COMPARED, Measured, Outcome, approving, as_row
+from .language import _
 from .stop_button import all_or_nothing
 
 # slow is notebook 09's (3 s a run), delegate needs the subagent tool of notebook 13
@@ -45,12 +46,13 @@ def dedupe_tables(runs: dict, states: dict[str, RunState], workspaces: dict[str,
     the first with what they cost, the second with every path ``delete_file`` ran on and every file it removed."""
     reads = [{"run": k, "script": s, "dedupe": d, **as_row(states[k])} for k, (s, d) in runs.items()
              if s != "delete_twice"]
+    removed = _("files removed")   # shown only: "delete_file ran on" names the tool, and stays as it is
     writes = [{"run": k, "dedupe": d, "turns": states[k].turns, "tool_runs": states[k].tool_runs,
-               "delete_file ran on": workspaces[k].delete_runs, "files removed": workspaces[k].deleted}
+               "delete_file ran on": workspaces[k].delete_runs, removed: workspaces[k].deleted}
               for k, (s, d) in runs.items() if s == "delete_twice"]
     return (pd.DataFrame(reads, columns=["run", "script", "dedupe", *COMPARED]).set_index("run"),
             pd.DataFrame(writes, columns=["run", "dedupe", "turns", "tool_runs", "delete_file ran on",
-                                          "files removed"]).set_index("run"))
+                                          removed]).set_index("run"))
 
 
 def dedupe_figures(runs: dict, states: dict[str, RunState], workspaces: dict[str, Workspace]) -> Measured:

@@ -28,6 +28,7 @@ from ..workspace import Workspace
 from . import params
 from .common import Measured
 from .figures import relabel
+from .language import _
 from .stop_button import all_or_nothing
 
 PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
@@ -132,11 +133,12 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
             finished, last = restored, f"not resumed: the child's run is {restored.status}"
     events = read(trace_path)
     all_runs = [f'{e["toolName"]}' + (f':{_path(e)}' if _path(e) else "") for e in events if e["type"] == "tool_start"]
+    so_far = _("tool runs so far")   # shown only; the moments stay English (code reads them)
     table = pd.DataFrame([
-        {"moment": moment, **snapshot, "tool runs so far": ", ".join(before)},
+        {"moment": moment, **snapshot, so_far: ", ".join(before)},
         {"moment": last, "turns": finished.turns, "cost_usd": round(finished.own_cost_usd, 6),
          "messages": len(finished.messages), "status": finished.status,
-         "tool runs so far": ", ".join(all_runs)}]).set_index("moment")
+         so_far: ", ".join(all_runs)}]).set_index("moment")
     measured = {"resume.restored_turns": snapshot["turns"], "resume.restored_cost": snapshot["cost_usd"],
                 "resume.restored_messages": snapshot["messages"], "resume.restored_status": snapshot["status"],
                 "resume.turns": finished.turns, "resume.cost": finished.own_cost_usd,

@@ -18,6 +18,7 @@ from ..workspace import SYSTEM_PROMPT, Workspace
 from . import params
 from .common import Measured, StopAfter, whole_run
 from .figures import relabel
+from .language import _
 from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check, stoppable
 
@@ -45,7 +46,7 @@ def scan_row(name: str, state: RunState, stop: StopAfter) -> dict:
     return {"run": name, "status": state.status, "reason": (state.interruption or {}).get("reason", ""),
             "stopped_after_ms": round(stop.ms(stop.ended)), "progress_events": len(stop.timeline),
             "stop_to_end_ms": round((stop.ended - stop.pressed) * 1000) if pressed else None,
-            "stop": ("pressed" if pressed else "never pressed: the run ended first") if stop.seconds else "",
+            "stop": (_("pressed") if pressed else _("never pressed: the run ended first")) if stop.seconds else "",
             "timeline": stop.timeline}
 
 
@@ -83,7 +84,8 @@ async def cancellation(base_url: str, stop_at: float = 1.2, progress=None) -> Ca
         check()  # the reader's own Stop ended this run: end the whole experiment
         rows.append(scan_row(name, state, stop))
         if progress:
-            progress(f"run {n} of {len(runs)}, {name}: {state.status} after {stop.ms(stop.ended):,.0f} ms")
+            progress(_("run {n} of {total}, {name}: {status} after {ms:,.0f} ms").format(
+                n=n, total=len(runs), name=name, status=state.status, ms=stop.ms(stop.ended)))
     return scan_table(rows, stop_at)
 
 
@@ -91,12 +93,13 @@ def cancel_story(table: pd.DataFrame) -> str:
     """09's conclusion, in words computed from its table (Markdown)."""
     plain, hears, deaf = table.iloc[0], table.iloc[1], table.iloc[2]
     if pd.isna(hears.stop_to_end_ms):
-        return (f"Stop was never pressed: at the time asked for, the scan had already ended, "
-                f"{plain.stopped_after_ms:,.0f} ms after it started. Try a `STOP_AT` below that.")
-    return (f"With cancellation reaching into the tool, the run ended {hears.stop_to_end_ms:,.0f} ms after Stop "
-            f"(status `{hears.status}`, reason \"{hears.reason}\"). With a tool deaf to it, the run is marked "
-            f"`{deaf.status}` too, but only {deaf.stop_to_end_ms:,.0f} ms after Stop, when the tool had finished "
-            f"its whole scan ({deaf.stopped_after_ms:,.0f} ms).")
+        return _("Stop was never pressed: at the time asked for, the scan had already ended, {ms:,.0f} ms after it "
+                 "started. Try a `STOP_AT` below that.").format(ms=plain.stopped_after_ms)
+    return _("With cancellation reaching into the tool, the run ended {stop_ms:,.0f} ms after Stop (status "
+             "`{status}`, reason \"{reason}\"). With a tool deaf to it, the run is marked `{deaf_status}` too, but "
+             "only {deaf_ms:,.0f} ms after Stop, when the tool had finished its whole scan ({scan_ms:,.0f} ms)."
+             ).format(stop_ms=hears.stop_to_end_ms, status=hears.status, reason=hears.reason, deaf_status=deaf.status,
+        deaf_ms=deaf.stop_to_end_ms, scan_ms=deaf.stopped_after_ms)
 
 
 SCAN_SESSION: ScanSession | None = None
@@ -137,9 +140,9 @@ class ScanSession:
     def describe(self, state: RunState, press) -> str:
         if press.pressed:
             return (f"status={state.status}  reason={(state.interruption or {}).get('reason')!r}  "
-                    f"ended {press.to_end_ms:,.1f} ms after you pressed Stop")
-        return (f"status={state.status}: you did not press Stop this time. Run the cell again and press "
-                "the toolbar's Stop (or Kernel > Interrupt) while it scans.")
+                    + _("ended {ms:,.1f} ms after you pressed Stop").format(ms=press.to_end_ms))
+        return f"status={state.status}: " + _("you did not press Stop this time. Run the cell again and press the "
+                                              "toolbar's Stop (or Kernel > Interrupt) while it scans.")
 
     async def resume(self, base_url: str, progress=print) -> RunState:
         """Continue the saved run from disk, as another process would."""
@@ -164,12 +167,13 @@ def cancel_timeline_plot(timelines: dict[str, pd.DataFrame], ended_ms: dict[str,
                         va="center", fontsize=8.5)
         if stop_at_s is not None:
             ax.axvline(stop_at_s * 1000, color=ORANGE, linestyle="--", linewidth=1.2)
-            ax.annotate(f"Stop pressed ({stop_at_s} s)", (stop_at_s * 1000, len(names) - 0.55), xytext=(4, 0),
+            ax.annotate(_("Stop pressed ({seconds} s)").format(seconds=stop_at_s),
+                        (stop_at_s * 1000, len(names) - 0.55), xytext=(4, 0),
                         textcoords="offset points", color=ORANGE, fontsize=8.5, va="bottom")
         ax.set_ylim(-0.5, len(names) - 0.2)
         ax.set_yticks(range(len(names)), list(reversed(names)))
-        ax.set_xlabel("ms since scan_archive started (dots: progress events)")
-        ax.set_title("Progress while the tool runs, and how soon Stop takes effect")
+        ax.set_xlabel(_("ms since scan_archive started (dots: progress events)"))
+        ax.set_title(_("Progress while the tool runs, and how soon Stop takes effect"))
         ax.grid(axis="x", alpha=0.3)
         ax.set_xlim(0, max(*ended_ms.values(), (stop_at_s or 0) * 1000) * 1.15)
     return fig
@@ -185,8 +189,8 @@ def stop_plot(scans: Cancellation, seconds: float, row: dict | None = None) -> t
     timelines = {plain: scans.timelines[plain], name: pd.DataFrame(row["timeline"], columns=["t_ms", "label"])}
     ended = {plain: scans.table.loc[plain, "stopped_after_ms"], name: row["stopped_after_ms"]}
     fig = cancel_timeline_plot(timelines, ended, seconds)
-    said = f"{row['status']} {row['stopped_after_ms']:,.0f} ms after the tool started, {row['progress_events']} " \
-           f"progress events"
+    said = _("{status} {ms:,.0f} ms after the tool started, {events} progress events").format(
+        status=row["status"], ms=row["stopped_after_ms"], events=row["progress_events"])
     if row["stop_to_end_ms"] is None or pd.isna(row["stop_to_end_ms"]):
-        return fig, said + ": the scan ended before Stop"
-    return fig, said + f", {row['stop_to_end_ms']:,.0f} ms after Stop"
+        return fig, _("{said}: the scan ended before Stop").format(said=said)
+    return fig, _("{said}, {ms:,.0f} ms after Stop").format(said=said, ms=row["stop_to_end_ms"])

@@ -21,6 +21,7 @@ from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import Measured, scenario
 from .figures import DATA
+from .language import N_, _
 from .plots import BLUE, ORANGE, _figure, style
 from .stop_button import all_or_nothing
 
@@ -68,8 +69,8 @@ def lines_side_by_side(mine: list[dict], library: list[dict]) -> pd.DataFrame:
         a, b = (mine[n] if n < len(mine) else {}), (library[n] if n < len(library) else {})
         differ = [k for k in a if k != "ms" and a.get(k) != b.get(k)]
         rows.append({"line": n + 1, "type": a.get("type", b.get("type", "")),
-                     "the same": "yes" if not differ else "no: " + ", ".join(differ),
-                     "only the library writes": ", ".join(k for k in b if k not in a)})
+                     _("the same"): _("yes") if not differ else _("no: {fields}").format(fields=", ".join(differ)),
+                     _("only the library writes"): ", ".join(k for k in b if k not in a)})
     return pd.DataFrame(rows).set_index("line")
 
 
@@ -142,23 +143,27 @@ def turn_costs(events: list[dict], run_id: str | None = None) -> pd.DataFrame:
     return turns
 
 
-def turn_costs_plot(turns: pd.DataFrame, title: str = "Cost per turn, from the trace alone") -> Figure:
+TITLES = (N_("Cost per turn, from the trace alone"), N_("Cost per turn, both runs"))   # the second: the notebook's
+
+
+def turn_costs_plot(turns: pd.DataFrame, title: str = TITLES[0]) -> Figure:
     """Bars: each turn's own cost; lines: the running cost the trace lines carry, one line per run
-    (``turn_costs``)."""
+    (``turn_costs``). ``title`` is shown in the language spoken."""
     fig, (ax,) = _figure(6.5, 3.4)
     several = turns["runId"].nunique() > 1
     with style():
         x = np.arange(len(turns))
-        drawn = ax.bar(x, turns["turn_cost_usd"], width=0.55, color=BLUE, label="that turn's cost")
+        drawn = ax.bar(x, turns["turn_cost_usd"], width=0.55, color=BLUE, label=_("that turn's cost"))
         for bar, value in zip(drawn, turns["turn_cost_usd"] if not several else []):  # too narrow when several
             ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() / 2, f"${value:.6f}", ha="center",
                     va="center", color="white", fontsize=8.5)
         for n, (_run_id, rows) in enumerate(turns.groupby("runId", sort=False)):
             ax.plot(x[rows.index], rows["costUsd"], color=ORANGE, marker="o",
-                    label="running total (costUsd)" if n == 0 else None)
-        ax.set_xticks(x, [f"{r.runId}\nturn {r.turn}" if several else f"turn {r.turn}" for r in turns.itertuples()])
+                    label=_("running total (costUsd)") if n == 0 else None)
+        ax.set_xticks(x, [(f"{r.runId}\n" if several else "") + _("turn {n}").format(n=r.turn)
+                      for r in turns.itertuples()])
         ax.set_ylabel("USD")
-        ax.set_title(title)
+        ax.set_title(_(title))
         ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.5f}"))
         ax.legend(loc="upper left")
         ax.set_ylim(0, turns["costUsd"].max() * 1.3)

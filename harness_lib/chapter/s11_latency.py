@@ -17,6 +17,7 @@ from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import Measured, Outcome, scenario
+from .language import N_, _
 from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check
 
@@ -38,8 +39,9 @@ async def streamed(base_url: str, name: str = "plan", *, on_step=None, on_text=N
     line per finished turn and per tool call, the progress that fills the silence before it."""
     def steps(event: dict) -> None:
         if on_step is not None and event["type"] == "turn":
-            on_step(f"step {event['turn']}: {event['prompt_tokens']:,} tokens in, "
-                    f"{event['completion_tokens']:,} out ({event.get('finish')})")
+            on_step(_("step {turn}: {prompt:,} tokens in, {completion:,} out ({finish})").format(
+                turn=event["turn"], prompt=event["prompt_tokens"], completion=event["completion_tokens"],
+                finish=event.get("finish")))
         elif on_step is not None and event["type"] == "tool_start":
             on_step(f"   {event['toolName']}({event['args']})")
 
@@ -72,22 +74,28 @@ def runs_of(latencies_ms, repeats) -> list[tuple[float, int]]:
 
 def describe_rows(table: pd.DataFrame) -> str:
     """A line per latency of ``latency_fit``'s table (times printed with their unit: nbval sanitises those)."""
-    return "\n".join(f"latency {r.latency_ms:g} ms: {r.turns} turns, wall {r.wall_ms:,.1f} ms, "
-                     f"harness's own {r.harness_ms:,.1f} ms" for r in table.itertuples())
+    line = _("latency {latency:g} ms: {turns} turns, wall {wall:,.1f} ms, harness's own {own:,.1f} ms")
+    return "\n".join(line.format(latency=r.latency_ms, turns=r.turns, wall=r.wall_ms, own=r.harness_ms)
+                     for r in table.itertuples())
+
+
+WHO = (N_("your loop"),)   # what the notebook calls its own loop in ``split_line`` ("harness_lib.run" is a name)
 
 
 def split_line(who: str, wall_ms: float, provider_ms: float, turns: int) -> str:
-    """A run's wall time split into the provider's share and the harness's own, in words."""
-    return (f"{who + ':':<17} wall {wall_ms:,.1f} ms = the provider's {provider_ms:,.1f} ms "
-            f"+ its own {wall_ms - provider_ms:,.1f} ms ({turns} turns)")
+    """A run's wall time split into the provider's share and the harness's own, in words (``who`` in the language
+    spoken)."""
+    return _("{who:<17} wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + its own {own:,.1f} ms ({turns} "
+             "turns)").format(who=_(who) + ":", wall=wall_ms, provider=provider_ms, own=wall_ms - provider_ms,
+                              turns=turns)
 
 
 def describe_fit(fit: Latency) -> str:
     if np.isnan(fit.slope):
-        return (f"one latency only: a slope needs two or more. The run took {fit.table['turns'].iloc[0]} turns, "
-                f"{fit.table['wall_ms'].iloc[0]:,.1f} ms")
-    return (f"fitted slope ≈ {round(fit.slope)}, the run's turn count is {fit.table['turns'].iloc[0]}\n"
-            f"intercept: {fit.intercept:,.1f} ms")
+        return _("one latency only: a slope needs two or more. The run took {turns} turns, {wall:,.1f} ms").format(
+            turns=fit.table["turns"].iloc[0], wall=fit.table["wall_ms"].iloc[0])
+    return _("fitted slope ≈ {slope}, the run's turn count is {turns}\nintercept: {intercept:,.1f} ms").format(
+        slope=round(fit.slope), turns=fit.table["turns"].iloc[0], intercept=fit.intercept)
 
 
 @all_or_nothing
@@ -116,14 +124,15 @@ def latency_fit_plot(table: pd.DataFrame, slope: float, intercept: float) -> Fig
     """Wall time against the provider's latency, with the fitted line (its slope is the turn count)."""
     fig, (ax,) = _figure(6.5, 3.6)
     with style():
-        ax.scatter(table["latency_ms"], table["wall_ms"], color=BLUE, zorder=3, label="median wall time of a run")
+        ax.scatter(table["latency_ms"], table["wall_ms"], color=BLUE, zorder=3, label=_("median wall time of a run"))
         if not np.isnan(slope):  # one latency: nothing to fit
             xs = np.array([0, table["latency_ms"].max()])
             ax.plot(xs, intercept + slope * xs, color=RED, linestyle="--", linewidth=1.2,
-                    label=f"wall ≈ {slope:.2f} × latency + {intercept:.1f} ms")
-        ax.set_xlabel("provider latency per request (ms)")
-        ax.set_ylabel("wall time of the run (ms)")
-        ax.set_title("The run waits for the provider once per turn")
+                    label=_("wall ≈ {slope:.2f} × latency + {intercept:.1f} ms").format(slope=slope,
+                                                                                     intercept=intercept))
+        ax.set_xlabel(_("provider latency per request (ms)"))
+        ax.set_ylabel(_("wall time of the run (ms)"))
+        ax.set_title(_("The run waits for the provider once per turn"))
         ax.legend(loc="upper left")
     return fig
 
@@ -139,10 +148,12 @@ def latency_plot(fit: Latency, one) -> tuple[Figure, str]:
             xs = np.array([end, one["latency_ms"]])
             ax.plot(xs, fit.intercept + fit.slope * xs, color=RED, linestyle=":", linewidth=1.2)
         ax.scatter([one["latency_ms"]], [one["wall_ms"]], color=ORANGE, s=70, zorder=4, marker="D",
-                   label=f"{one['latency_ms']:g} ms: {one['wall_ms']:,.0f} ms wall")
+                   label=_("{latency:g} ms: {wall:,.0f} ms wall").format(latency=one["latency_ms"],
+                                                                          wall=one["wall_ms"]))
         ax.legend(loc="upper left")
-    said = (f"{one['turns']} turns, wall {one['wall_ms']:,.1f} ms = the provider's "
-            f"{one['wall_ms'] - one['harness_ms']:,.1f} ms + the harness's own {one['harness_ms']:,.1f} ms")
+    said = _("{turns} turns, wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + the harness's own "
+             "{own:,.1f} ms").format(turns=one["turns"], wall=one["wall_ms"],
+                                     provider=one["wall_ms"] - one["harness_ms"], own=one["harness_ms"])
     if not np.isnan(fit.slope):
-        said += f"; the line says {fit.intercept + fit.slope * one['latency_ms']:,.1f} ms"
+        said += "; " + _("the line says {ms:,.1f} ms").format(ms=fit.intercept + fit.slope * one["latency_ms"])
     return fig, said

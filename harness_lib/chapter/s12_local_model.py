@@ -34,6 +34,7 @@ from ..pricing import UNPRICED, Pricing
 from . import collected, params, plots
 from .common import scenario
 from .figures import DATA
+from .language import N_, _
 
 LOCAL_TASKS = ["Which file mentions a timeout?", "How many files are in the directory?",
                "Read notes.txt and tell me what it says.", "List the files and then read each one.",
@@ -43,7 +44,7 @@ LOCAL_TASKS = ["Which file mentions a timeout?", "How many files are in the dire
 def recorded_local_model() -> pd.DataFrame:
     """The chapter's recorded local-model run; ``attrs["recorded"]`` makes the plots say so."""
     table = pd.read_csv(DATA / "local_model_recorded.csv", keep_default_na=False)
-    table.attrs["recorded"] = "the chapter's recorded data, not run here"
+    table.attrs["recorded"] = N_("the chapter's recorded data, not run here")   # translated where it is shown
     return table
 
 
@@ -66,8 +67,8 @@ async def local_model(base_url: str | None = None, model: str | None = None, api
         return None
     model = model or os.environ.get("LLM_MODEL")
     if not model:
-        raise params.ParameterError(f"LLM_MODEL is not set: name the model your server at {base_url} serves "
-                                    "(its row in the table above), then restart Jupyter")
+        raise params.ParameterError(_("LLM_MODEL is not set: name the model your server at {url} serves (its row in "
+                                      "the table above), then restart Jupyter").format(url=base_url))
     rows = []
     for task in LOCAL_TASKS:
         out = await scenario(base_url, model, task=task, max_turns=max_turns, pricing=pricing,
@@ -152,9 +153,11 @@ async def run_tasks(base_url: str, model: str, *, tasks=TASKS, max_turns: int = 
             await client.aclose()
         s = out.state
         if server is not None and s.status in ("failed", "interrupted") and server.died:
-            saved = f"; its state is saved as {s.run_id} in {state_dir}" if state_dir else ""
-            raise ServerFailed(f"the local model server died during the task {task!r} (turn {s.turns + 1}): "
-                               f"{server.died}\n  the run ended {s.status}: {s.error}{saved}")
+            saved = "; " + _("its state is saved as {run_id} in {folder}").format(run_id=s.run_id, folder=state_dir) \
+                if state_dir else ""
+            raise ServerFailed(_("the local model server died during the task {task!r} (turn {turn}): {why}\n"
+                                 "  the run ended {status}: {error}{saved}").format(
+                task=task, turn=s.turns + 1, why=server.died, status=s.status, error=s.error, saved=saved))
         rows.append({"task": task, "turns": s.turns, "tool_runs": s.tool_runs, "wall_ms": round(out.wall_ms),
                      "mean_turn_ms": round(out.wall_ms / s.turns) if s.turns else 0, "status": s.status,
                      "calls": _calls(s), "answer": s.output if s.output is not None else "",
@@ -235,7 +238,7 @@ def beside_recorded(live: pd.DataFrame) -> pd.DataFrame:
 async def scripted_turn_ms(base_url: str, runs: int = 3) -> list[float]:
     """Per-turn times of the chapter's ``plan`` run against the scripted provider, for comparison."""
     out = []
-    for _ in range(runs):
+    for _run in range(runs):
         client = TimedClient(base_url)
         try:
             await scenario(base_url, "plan", client=client)
@@ -254,16 +257,17 @@ def turn_times(live: pd.DataFrame, scripted_ms: list[float]) -> Figure:
             ax.scatter(values, [i] * len(values), color=color, alpha=0.6, s=22)
             if values:
                 median = sorted(values)[len(values) // 2]
-                ax.annotate(f"median {median:,.0f} ms", (median, i), xytext=(0, 9), textcoords="offset points",
+                ax.annotate(_("median {ms:,.0f} ms").format(ms=median), (median, i), xytext=(0, 9),
+                            textcoords="offset points",
                             ha="center", fontsize=8.5)
-        ax.set_yticks([0, 1], ["scripted provider", "local model\n(SmolLM2-135M)"])
+        ax.set_yticks([0, 1], [_("scripted provider"), _("local model\n(SmolLM2-135M)")])
         ax.set_ylim(-0.6, 1.6)
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _pos: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.set_xlabel("wall time per turn (ms, log scale)")
+        ax.set_xlabel(_("wall time per turn (ms, log scale)"))
         ax.grid(True, axis="x", alpha=0.3)
-        ax.set_title("One turn: a scripted reply against a real model on this CPU")
+        ax.set_title(_("One turn: a scripted reply against a real model on this CPU"))
     return fig
 
 
@@ -316,8 +320,8 @@ def keep_recorded_live(path, recorded: str) -> bool:
 
 
 BEFORE_CSV = "local_model_builtin_format.csv"
-BEFORE_LABEL = ("recorded on this project's two-core machine with llama-cpp-python 0.3.36's own chat format "
-                "(chatml-function-calling), before the harness's format: not run here")
+BEFORE_LABEL = N_("recorded on this project's two-core machine with llama-cpp-python 0.3.36's own chat format "
+                  "(chatml-function-calling), before the harness's format: not run here")   # translated where shown
 
 
 def recorded_builtin_format() -> pd.DataFrame:
@@ -350,7 +354,8 @@ def prompt_of(table: pd.DataFrame, task: str, turn: int) -> str:
     i = list(table.task).index(task)
     prompts = table.attrs.get("prompts", [[]] * len(table))[i]
     if turn > len(prompts):
-        return f"(the task {task!r} ended after {len(prompts)} turn(s): there is no turn {turn})"
+        return _("(the task {task!r} ended after {n} turn(s): there is no turn {turn})").format(
+            task=task, n=len(prompts), turn=turn)
     return prompts[turn - 1]
 
 
@@ -359,7 +364,7 @@ def builtin_prompt_of(table: pd.DataFrame, task: str, turn: int) -> str:
     i = list(table.task).index(task)
     sent = request_of(table.attrs["messages"][i], turn)
     if sent is None:
-        return f"(the task {task!r} ended before turn {turn})"
+        return _("(the task {task!r} ended before turn {turn})").format(task=task, turn=turn)
     from ..workspace import Workspace
     return local.builtin_prompt(sent, [t.schema() for t in Workspace.copy_of().tools()])
 
@@ -368,5 +373,5 @@ def before_and_after(after: pd.DataFrame) -> pd.DataFrame:
     """Task by task: the recorded run with llama-cpp-python's format beside a live run with ours."""
     cols = ["turns", "tool_runs", "status", "calls", "answer"]
     before = recorded_builtin_format().set_index("task")[cols]
-    return pd.concat({"llama-cpp-python's format (recorded)": before,
-                      "the harness's format (live)": after.set_index("task")[cols]}, axis=1)
+    return pd.concat({_("llama-cpp-python's format (recorded)"): before,
+                      _("the harness's format (live)"): after.set_index("task")[cols]}, axis=1)

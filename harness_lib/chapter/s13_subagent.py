@@ -12,7 +12,9 @@ from ..state import RunState, new_run
 from ..subagent import research_tool
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
+from .checking import plural
 from .common import StopAfter
+from .language import N_, _
 from .stop_button import all_or_nothing, check
 
 PARAMETERS = {"CHILD_MAX_TURNS": params.Whole(1, 50), "CHILD_BUDGET_USD": params.Number(0, 1.0),
@@ -65,11 +67,11 @@ def child_story(state: RunState, events: list[dict]) -> str:
     """What the child did and what of it reached the parent, in words computed from the run (Markdown)."""
     child = state.subruns[0] if state.subruns else None
     if child is None:
-        return "The parent never started a child."
+        return _("The parent never started a child.")
     runs = [e for e in events if e["runId"] == child["runId"] and e["type"] == "tool_start"]
-    did = ", ".join(f"`{e['toolName']}`" for e in runs) or "no tool"
-    turns = child["turns"]
-    return (f"The child spent {turns} turn{'s' if turns != 1 else ''} and ran {len(runs)} tool "
-            f"call{'s' if len(runs) != 1 else ''} ({did}), ending `{child['status']}` with {child['messages']} "
-            f"messages in its own window; of all that, the parent's window holds one tool result of "
-            f"{len(received(state).split())} words.")
+    did = ", ".join(f"`{e['toolName']}`" for e in runs) or _("no tool")
+    return _("The child spent {turns} and ran {calls} ({did}), ending `{status}` with {messages} messages in its own "
+             "window; of all that, the parent's window holds one tool result of {words} words.").format(
+        turns=plural(child["turns"], N_("turn"), N_("turns")),
+        calls=plural(len(runs), N_("tool call"), N_("tool calls")),
+        did=did, status=child["status"], messages=child["messages"], words=len(received(state).split()))

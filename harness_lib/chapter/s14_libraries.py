@@ -23,6 +23,7 @@ from ..state import RunState, new_run
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import StopAfter, scenario
+from .language import N_, Text, _
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .s05_tool_errors import marked_tools
 from .stop_button import all_or_nothing, check
@@ -96,16 +97,19 @@ def limit_plot(curve: pd.DataFrame, turns: int, limit: int, step_count: int) -> 
                                      (f"step_count_is({step_count})", step_count)) if at == turns]
     fig, (ax,) = _figure(7.0, 3.2)
     with style():
-        ax.plot(curve.index, curve["cost_usd"], color=GREY, linewidth=1.2, label="runaway, running cost")
-        ax.axvline(limit, color=BLUE, linestyle="--", linewidth=1.1, label=f"your predicate: list_files × {limit}")
+        ax.plot(curve.index, curve["cost_usd"], color=GREY, linewidth=1.2, label=_("runaway, running cost"))
+        ax.axvline(limit, color=BLUE, linestyle="--", linewidth=1.1,
+                   label=_("your predicate: list_files × {limit}").format(limit=limit))
         ax.axvline(step_count, color=ORANGE, linestyle=":", linewidth=1.4, label=f"step_count_is({step_count})")
-        ax.scatter([turns], [cost], color=RED, zorder=4, s=60, label=f"your loop stopped: turn {turns}, ${cost:.4f}")
-        ax.set_xlabel("turns (steps)")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("Where your loop stops the runaway: the first predicate to say yes")
+        ax.scatter([turns], [cost], color=RED, zorder=4, s=60,
+                   label=_("your loop stopped: turn {turn}, ${usd:.4f}").format(turn=turns, usd=cost))
+        ax.set_xlabel(_("turns (steps)"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("Where your loop stops the runaway: the first predicate to say yes"))
         ax.legend(loc="upper left", fontsize=8)
         ax.set_xlim(0, last + 0.5)
-    return fig, f"stopped after {turns} turns, ${cost:.6f}, by {' and '.join(fired) or 'another predicate'}"
+    return fig, _("stopped after {turns} turns, ${usd:.6f}, by {which}").format(
+        turns=turns, usd=cost, which=_(" and ").join(fired) or _("another predicate"))
 
 
 def stops_on_curve_plot(prefix: pd.DataFrame, table: pd.DataFrame) -> Figure:
@@ -113,35 +117,52 @@ def stops_on_curve_plot(prefix: pd.DataFrame, table: pd.DataFrame) -> Figure:
     ``turns`` and ``cost_usd``, indexed by condition)."""
     fig, (ax,) = _figure(7.0, 3.6)
     with style():
-        ax.plot(prefix.index, prefix["cost_usd"], color=GREY, linewidth=1.2, label="runaway, running cost")
+        ax.plot(prefix.index, prefix["cost_usd"], color=GREY, linewidth=1.2, label=_("runaway, running cost"))
         colors = [BLUE, ORANGE, GREEN, RED, PURPLE, "#8c6d31"]
         for n, (color, (label, row)) in enumerate(zip(colors * 3, table.iterrows())):
             # Later points are drawn smaller, so two conditions that stop at the same turn both show.
             ax.scatter([row["turns"]], [row["cost_usd"]], color=color, zorder=3 + n, s=max(110 - 18 * n, 20),
-                       label=f"{label}: turn {row['turns']}")
-        ax.set_xlabel("turns")
-        ax.set_ylabel("cost (USD)")
-        ax.set_title("Where each stop condition ends the same runaway")
+                       label=_("{condition}: turn {turn}").format(condition=label, turn=row["turns"]))
+        ax.set_xlabel(_("turns"))
+        ax.set_ylabel(_("cost (USD)"))
+        ax.set_title(_("Where each stop condition ends the same runaway"))
         ax.legend(loc="upper left", fontsize=8)
         ax.set_xlim(0, prefix.index.max() + 1)
     return fig
 
 
 # -- what sits under every library ------------------------------------------------------------------------------
-ANATOMY = pd.DataFrame([  # where each of the five pieces lives, in each library
-    ("harness_lib", "loop.run: while True", "Options(stops=[...]), max_turns, max_budget_usd: a status each",
-     "[Tool(name, description, run, schema)]", "run_tool, inside the loop", "RunState (saved with state_dir)"),
-    ("ai 7 (TypeScript, from the chapter)", "generateText: do { call; run tools } while",
-     "stopWhen: [isStepCount(n), ...]: any one true stops", "tools: { name: tool({...}) }",
-     "executeTools, in the step", "steps (StepResult[]), response.messages"),
-    ("openai-agents", "Runner.run", "max_turns: raises MaxTurnsExceeded", "Agent(tools=[function_tool(f)])",
-     "the Runner", "RunResult, RunState (to_json / from_json)"),
-    ("pydantic-ai", "Agent.run (a graph of nodes)", "UsageLimits(request_limit=n): raises UsageLimitExceeded",
-     "Agent(tools=[f])", "the agent's tool-call node", "the message history, RunUsage"),
-    ("LangGraph (prebuilt ReAct agent)", "the graph: model node <-> tools node",
-     "recursion_limit: raises GraphRecursionError", "create_react_agent(llm, [tool(f)])", "ToolNode",
-     "{'messages': [...]} (a checkpointer saves it)"),
-], columns=["library", "the loop", "the stop rule", "the catalogue", "the executor", "the state"]).set_index("library")
+# Where each of the five pieces lives, in each library: ``ANATOMY``, a table made when it is read (module
+# ``__getattr__``), so it is in the language spoken then. A cell that is only code is not a message.
+_ANATOMY_COLUMNS = ["library", N_("the loop"), N_("the stop rule"), N_("the catalogue"), N_("the executor"),
+                    N_("the state")]
+_ANATOMY_ROWS = [
+    ("harness_lib", "loop.run: while True", N_("Options(stops=[...]), max_turns, max_budget_usd: a status each"),
+     "[Tool(name, description, run, schema)]", N_("run_tool, inside the loop"), N_("RunState (saved with state_dir)")),
+    (N_("ai 7 (TypeScript, from the chapter)"), "generateText: do { call; run tools } while",
+     N_("stopWhen: [isStepCount(n), ...]: any one true stops"), "tools: { name: tool({...}) }",
+     N_("executeTools, in the step"), "steps (StepResult[]), response.messages"),
+    ("openai-agents", "Runner.run", N_("max_turns: raises MaxTurnsExceeded"), "Agent(tools=[function_tool(f)])",
+     N_("the Runner"), "RunResult, RunState (to_json / from_json)"),
+    ("pydantic-ai", N_("Agent.run (a graph of nodes)"), N_("UsageLimits(request_limit=n): raises UsageLimitExceeded"),
+     "Agent(tools=[f])", N_("the agent's tool-call node"), N_("the message history, RunUsage")),
+    (N_("LangGraph (prebuilt ReAct agent)"), N_("the graph: model node <-> tools node"),
+     N_("recursion_limit: raises GraphRecursionError"), "create_react_agent(llm, [tool(f)])", "ToolNode",
+     Text(N_("{state} (a checkpointer saves it)"), state="{'messages': [...]}")),
+]
+
+
+def anatomy() -> pd.DataFrame:
+    """The five pieces of every library, in the language spoken (``ANATOMY``)."""
+    return pd.DataFrame([[_(cell) for cell in row] for row in _ANATOMY_ROWS],
+                        columns=[_(c) for c in _ANATOMY_COLUMNS]).set_index("library")
+
+
+def __getattr__(name: str):
+    if name == "ANATOMY":
+        return anatomy()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ROOT = Path(__file__).resolve().parents[2]  # the project's folder, in a source checkout (benchmarks/ lives there)
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -165,7 +186,7 @@ class Peers(NamedTuple):
 def bench_installed() -> bool:
     """The ``bench`` extra's libraries importable, and the benchmarks beside the package (a source checkout)."""
     return (ROOT / "benchmarks" / "one.py").is_file() and \
-        all(importlib.util.find_spec(module) is not None for _, module, _ in PEERS.values())
+        all(importlib.util.find_spec(module) is not None for _label, module, _dist in PEERS.values())
 
 
 @all_or_nothing
@@ -185,13 +206,14 @@ async def peers(base_url: str, cap: int = 8) -> Peers:
                 sys.executable, "-m", "benchmarks.one", name, base_url, str(cap), cwd=ROOT,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
             try:
-                out, _ = await child.communicate()
+                out, _err = await child.communicate()
             finally:
                 if child.returncode is None:
                     child.kill()
                     await child.wait()
         if child.returncode != 0:
-            return {"at its cap": f"did not run (exit {child.returncode})", "model calls / tool runs": ""}
+            return {"at its cap": _("did not run (exit {code})").format(code=child.returncode),
+                    "model calls / tool runs": ""}
         runaway = json.loads(out)["runaway"]
         return {"at its cap": runaway["ended"],
                 "model calls / tool runs": f"{runaway['calls']} / {runaway['tool_runs']}"}
@@ -200,8 +222,8 @@ async def peers(base_url: str, cap: int = 8) -> Peers:
     rows = [{"library": label, "version": importlib.metadata.version(dist), **result}
             for (label, _, dist), result in zip(PEERS.values(), results)]
     return Peers(pd.DataFrame(rows).set_index("library"),
-                 f"measured here, just now: the runaway, each library stopped by its own cap at {cap} model calls, "
-                 "in a process of its own")
+                 _("measured here, just now: the runaway, each library stopped by its own cap at {cap} model calls, "
+                   "in a process of its own").format(cap=cap))
 
 
 def recorded_peers(path: Path = RESULTS) -> Peers:
@@ -209,8 +231,8 @@ def recorded_peers(path: Path = RESULTS) -> Peers:
     model calls and tool runs, as recorded there (when and with what cap, said in ``source``)."""
     if not path.is_file():
         return Peers(pd.DataFrame(columns=PEER_COLUMNS, index=pd.Index([], name="library")),
-                     "neither the bench extra nor benchmarks/RESULTS.md is here: the benchmarks come with the "
-                     "project's source, not with the installed package")
+                     _("neither the bench extra nor benchmarks/RESULTS.md is here: the benchmarks come with the "
+                       "project's source, not with the installed package"))
     text = path.read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
@@ -224,6 +246,6 @@ def recorded_peers(path: Path = RESULTS) -> Peers:
              "model calls / tool runs": table[label]["model calls / tool runs"]}
             for label, _, dist in PEERS.values() if label in table]
     return Peers(pd.DataFrame(rows).set_index("library"),
-                 f"recorded: benchmarks/RESULTS.md ({when.group(0) if when else 'undated'}), the runaway, each library "
-                 f"stopped by its own cap at {cap.group(1) if cap else '?'} model calls; install the bench extra "
-                 "(make bench) to run them here")
+                 _("recorded: benchmarks/RESULTS.md ({when}), the runaway, each library stopped by its own cap at "
+                   "{cap} model calls; install the bench extra (make bench) to run them here").format(
+                     when=when.group(0) if when else _("undated"), cap=cap.group(1) if cap else "?"))

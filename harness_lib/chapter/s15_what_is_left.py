@@ -22,6 +22,7 @@ from ..tokens import compact, count, encoding
 from . import params
 from .common import Measured, as_row, scenario
 from .figures import DIFFERS, EXACT, NO_FIGURE, NOT_HERE, OFFLINE, OTHER_MACHINE, OTHER_MODEL, WITHIN, tally
+from .language import N_, _
 from .plots import BLUE, GREEN, ORANGE, RED, ROLE_COLORS, _figure, style
 from .stop_button import all_or_nothing
 
@@ -32,7 +33,7 @@ PARAMETERS = {
 }
 CHAPTER_CAPS = (8, 100)   # the runaway's caps the chapter prints again in section 15
 
-PARTS = ("tool schemas", "the task", "old assistant turns", "old tool results")
+PARTS = (N_("tool schemas"), N_("the task"), N_("old assistant turns"), N_("old tool results"))   # columns: English
 PART_OF = {"system": "the task", "user": "the task", "assistant": "old assistant turns", "tool": "old tool results"}
 PART_COLORS = {"tool schemas": ROLE_COLORS["tool schemas"], "the task": GREEN, "old assistant turns": BLUE,
                "old tool results": ORANGE}
@@ -99,8 +100,8 @@ def cap_effect(runs: dict, shares: pd.DataFrame) -> pd.DataFrame:
     for cap, state in runs.items():
         last = shares.loc[state.turns]
         rows.append({"cap": cap, **as_row(state), "last prompt": int(last["prompt"]),
-                     "of which history": int(last["old assistant turns"] + last["old tool results"]),
-                     "history": f"{last['history %']:.1f} %",
+                     _("of which history"): int(last["old assistant turns"] + last["old tool results"]),
+                     _("history"): f"{last['history %']:.1f} %",
                      "same turns as the longest run": [t["prompt_tokens"] for t in state.per_turn]
                      == [t["prompt_tokens"] for t in longest.per_turn[:state.turns]]})
     return pd.DataFrame(rows).set_index("cap").drop(columns=["status"])
@@ -113,11 +114,11 @@ def window_table(full: dict, windowed: dict) -> pd.DataFrame:
     for name, a in full.items():
         b = windowed[name]
         rows.append({"script": name, "turns": f"{a['turns']} -> {b['turns']}", "input tokens": a["in"],
-                     "with the window": b["in"], "saved": a["in"] - b["in"],
-                     "share saved": f"{100 * (a['in'] - b['in']) / a['in']:.1f} %" if a["in"] else "",
-                     "dollars saved": round(a["cost_usd"] - b["cost_usd"], 6),
-                     "ends the same": (a["status"], a["answer"]) == (b["status"], b["answer"]),
-                     "answer with the window": b["answer"] if b["answer"] is not None else ""})
+                     _("with the window"): b["in"], _("saved"): a["in"] - b["in"],
+                     _("share saved"): f"{100 * (a['in'] - b['in']) / a['in']:.1f} %" if a["in"] else "",
+                     _("dollars saved"): round(a["cost_usd"] - b["cost_usd"], 6),
+                     _("ends the same"): (a["status"], a["answer"]) == (b["status"], b["answer"]),
+                     _("answer with the window"): b["answer"] if b["answer"] is not None else ""})
     return pd.DataFrame(rows).set_index("script")
 
 
@@ -133,11 +134,11 @@ def growth_plot(runaway: pd.DataFrame, plan: pd.DataFrame) -> Figure:
     requests, the same parts as bars."""
     fig, (left, right) = _figure(10.0, 3.8, ncols=2)
     with style():
-        left.stackplot(runaway.index.to_numpy(), *[runaway[p] for p in PARTS], labels=PARTS,
+        left.stackplot(runaway.index.to_numpy(), *[runaway[p] for p in PARTS], labels=[_(p) for p in PARTS],
                        colors=[PART_COLORS[p] for p in PARTS])
-        left.set_title("The runaway: each request resends its history")
-        left.set_xlabel("turn")
-        left.set_ylabel("prompt tokens of the request")
+        left.set_title(_("The runaway: each request resends its history"))
+        left.set_xlabel(_("turn"))
+        left.set_ylabel(_("prompt tokens of the request"))
         left.legend(loc="upper left", fontsize=7.5)
         left.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
         bottom = pd.Series(0, index=plan.index)
@@ -147,9 +148,9 @@ def growth_plot(runaway: pd.DataFrame, plan: pd.DataFrame) -> Figure:
         for turn, total in bottom.items():
             right.annotate(f"{total:,}", (turn, total), xytext=(0, 3), textcoords="offset points", ha="center",
                            va="bottom", fontweight="bold")
-        right.set_xticks(plan.index, [f"turn {t}" for t in plan.index])
+        right.set_xticks(plan.index, [_("turn {n}").format(n=t) for t in plan.index])
         right.set_ylim(0, bottom.max() * 1.15)
-        right.set_title("The plan run, the same parts")
+        right.set_title(_("The plan run, the same parts"))
     return fig
 
 
@@ -157,12 +158,12 @@ def window_plot(full: list[int], windowed: list[int]) -> Figure:
     """The runaway's prompt tokens per turn as sent without and with the window (the loop's ``prompts``)."""
     fig, (ax,) = _figure(7.0, 3.4)
     with style():
-        ax.plot(range(1, len(full) + 1), full, color=BLUE, label="the whole transcript (the chapter's loop)")
+        ax.plot(range(1, len(full) + 1), full, color=BLUE, label=_("the whole transcript (the chapter's loop)"))
         ax.plot(range(1, len(windowed) + 1), windowed, color=RED, linestyle="--",
-                label="older tool results as a placeholder (beyond the chapter)")
-        ax.set_title("A window slows the growth; here it does not stop it")
-        ax.set_xlabel("turn")
-        ax.set_ylabel("prompt tokens of the request")
+                label=_("older tool results as a placeholder (beyond the chapter)"))
+        ax.set_title(_("A window slows the growth; here it does not stop it"))
+        ax.set_xlabel(_("turn"))
+        ax.set_ylabel(_("prompt tokens of the request"))
         ax.legend(loc="upper left")
         ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
     return fig
@@ -170,9 +171,9 @@ def window_plot(full: list[int], windowed: list[int]) -> Figure:
 
 # -- the thesis, against the companion's own runs -------------------------------------------------------
 FIVE = ("completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted")
-SEEN_IN = {"completed": "01, 04", "failed": "04 (a 401 from the provider), 05 (fatal tool errors)",
-           "max_turns_exceeded": "02, 04, 05 (a permanent error)", "budget_exceeded": "03, 04",
-           "interrupted": "04, 07 (approval), 09 (Stop)"}
+SEEN_IN = {"completed": "01, 04", "failed": N_("04 (a 401 from the provider), 05 (fatal tool errors)"),
+           "max_turns_exceeded": N_("02, 04, 05 (a permanent error)"), "budget_exceeded": "03, 04",
+           "interrupted": N_("04, 07 (approval), 09 (Stop)")}   # translated where shown
 
 
 def exits_seen(runs: list[tuple[str, dict, RunState]]) -> pd.DataFrame:
@@ -181,14 +182,15 @@ def exits_seen(runs: list[tuple[str, dict, RunState]]) -> pd.DataFrame:
     out = []
     for status in FIVE:
         first = next(((name, options, s) for name, options, s in runs if s.status == status), None)
-        row = {"exit": status, "seen here": "yes" if first else "NO", "run": "", "turns": "", "cost_usd": "",
+        seen = _("seen here")
+        row = {"exit": status, seen: _("yes") if first else _("NO"), "run": "", "turns": "", "cost_usd": "",
                "resumable": "", "why": ""}
         if first:
             name, options, s = first
             row.update({"run": " ".join([name, *(f"{k}={v!r}" for k, v in options.items())]), "turns": s.turns,
                         "cost_usd": f"{s.own_cost_usd:.6f}", "resumable": s.resumable,
                         "why": (s.interruption or {}).get("type") or s.error or ""})
-        out.append({**row, "also in notebook": SEEN_IN[status]})
+        out.append({**row, _("also in notebook"): _(SEEN_IN[status])})
     return pd.DataFrame(out).set_index("exit")
 
 
@@ -215,11 +217,14 @@ def report_tally(path: Path | None = None) -> tuple[pd.DataFrame | None, str]:
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
-        return None, f"no report yet ({path.name} is written by `make chapter`, in the project's reports/)"
+        return None, _("no report yet ({name} is written by `make chapter`, in the project's reports/)").format(
+            name=path.name)
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        return None, f"{path.name} cannot be read ({type(e).__name__}): run `make chapter` to write it again"
+        return None, _("{name} cannot be read ({error}): run `make chapter` to write it again").format(
+            name=path.name, error=type(e).__name__)
     if not REPORT_COLUMNS <= set(table.columns) or not len(table):
-        return None, f"{path.name} is not a report of the chapter's figures: run `make chapter` to write it again"
+        return None, _("{name} is not a report of the chapter's figures: run `make chapter` to write it again").format(
+            name=path.name)
     table = table[table["match"] != NO_FIGURE]
     counts = pd.crosstab(table["section"], table["match"]).reindex(list(dict.fromkeys(table["section"])))
     known = [c for c in CATEGORIES if c in counts.columns]

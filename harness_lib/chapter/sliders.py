@@ -45,9 +45,12 @@ from decimal import Decimal
 import ipywidgets as widgets
 
 from . import params, plots
+from .language import N_, _
 from .stop_button import Stopped, whole
 
 SUPERSEDED = "a newer value was picked"
+# The labels the notebooks give their sliders (their code cells are the same in every language), translated on screen.
+LABELS = (N_("cap"), N_("latency"))
 
 
 class Slider(widgets.VBox):
@@ -67,8 +70,8 @@ class Slider(widgets.VBox):
         control.observe(self._moved, names="value")
 
     def __repr__(self):  # the cell's text/plain: what an untrusted notebook shows, and what nbval compares
-        return (f"a slider over {self.name}, from {self.said(self.control.min)} to {self.said(self.control.max)}: "
-                "run the cell to move it")
+        return _("a slider over {name}, from {low} to {high}: run the cell to move it").format(
+            name=self.name, low=self.said(self.control.min), high=self.said(self.control.max))
 
     def said(self, value) -> str:
         return f"{value:g}{self.unit}" if isinstance(value, float) else f"{value}{self.unit}"
@@ -95,7 +98,7 @@ class Slider(widgets.VBox):
         try:
             if previous is not None:
                 await asyncio.wait({previous})   # never two at once: the one cancelled above ends first
-            self.line.value = f"{said}: running..."
+            self.line.value = _("{value}: running...").format(value=said)
             result = await whole(self._call(value), forward=True)
             if self._task is me:               # a result for a value the reader has already left is dropped
                 self._show(value, result)
@@ -104,11 +107,12 @@ class Slider(widgets.VBox):
                 raise
         except Stopped:
             if self._task is me:
-                self.line.value = (f"{said}: stopped (user pressed Stop); the plot is still the one for "
-                                   f"{self.name} = {self.said(self.shown)}")
+                self.line.value = _("{value}: stopped (user pressed Stop); the plot is still the one for "
+                                    "{name} = {shown}").format(value=said, name=self.name,
+                                                               shown=self.said(self.shown))
         except Exception as e:  # noqa: BLE001 - the reader's function failed: one line, where the plot was
             if self._task is me:
-                self.line.value = f"{said}: failed"
+                self.line.value = _("{value}: failed").format(value=said)
                 self.output.outputs = ({"output_type": "stream", "name": "stdout", "text": one_line(e) + "\n"},)
 
     async def _call(self, value):
@@ -122,7 +126,8 @@ class Slider(widgets.VBox):
         figure, text = result if isinstance(result, tuple) else (result, "")
         png = base64.b64encode(plots.png(figure)).decode("ascii")
         self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
-            "image/png": png, "text/plain": f"the plot for {self.name} = {self.said(value)}"}},)
+            "image/png": png, "text/plain": _("the plot for {name} = {value}").format(name=self.name,
+                                                                                      value=self.said(value))}},)
         self.shown = value
         self.line.value = f"{self.name} = {self.said(value)}" + (f": {text}" if text else "")
 
@@ -165,13 +170,14 @@ async def slider(parameters: dict, name: str, value, plot, *, low=None, high=Non
     lo, hi, step = bounds(spec, low, high, step)
     if not lo <= value <= hi:
         value, first = min(max(value, lo), hi), None
-    common = dict(min=lo, max=hi, step=step, value=value, description=label or name, continuous_update=False,
+    shown = _(label) if label else name
+    common = dict(min=lo, max=hi, step=step, value=value, description=shown, continuous_update=False,
                   style={"description_width": "initial"}, layout=widgets.Layout(width="520px"))
     decimals = max(0, -Decimal(str(step)).normalize().as_tuple().exponent)   # 0.25 -> 2, 10 -> 0
     if isinstance(spec, params.Whole):
         control = widgets.IntSlider(**common)
     else:
         control = widgets.FloatSlider(readout_format=f".{decimals}f", **common)
-    view = Slider(name, spec, control, plot, label or name, getattr(spec, "unit", ""), decimals)
+    view = Slider(name, spec, control, plot, shown, getattr(spec, "unit", ""), decimals)
     view._show(control.value, first if first is not None else await whole(view._call(control.value)))
     return view
