@@ -34,6 +34,7 @@ from ..checking import (
     plural,
     workspace,
 )
+from ..language import N_, Text, _
 
 
 def echo(t: int, tool_text: str) -> dict:
@@ -47,27 +48,33 @@ def echo(t: int, tool_text: str) -> dict:
 
 
 def _case(script: str, point: str, tools: bool = True, moved: int | None = None) -> Case:
-    name = script + ("" if tools else ", no tools") + \
-        (f", moved to yours after {moved} turn{'s' if moved != 1 else ''}" if moved else "")
+    if moved:   # the script's name stays English: a value of the message
+        name = Text(N_("{script}, moved to yours after {n} turn") if moved == 1 else
+                    N_("{script}, moved to yours after {n} turns"), script=script, n=moved)
+    elif not tools:
+        name = Text(N_("{script}, no tools"), script=script)
+    else:   # the name alone: a template no catalogue has, so that `_()` shows it as it is (`answer` is a message)
+        name = Text("{script}", script=script)
     return Case(name, point, {"script": script, "tools": tools, "moved": moved})
 
 
 CASES = (  # the first case that fails is the one explained: the common path, the bill, the transcript read
-    _case("plan", "the script's reply, and a bill of the request's tokens, served turn after turn"),
-    _case("answer", "a request without tools is billed for its messages alone", tools=False),
-    _case("echo", "the turn is the number of assistant messages so far, the tool text every result joined by "
-          "newlines: two results of one turn included"),
-    _case("recover", "recover reads the error text it was sent, and recovers"),
-    _case("recover", "the provider keeps nothing: a run begun elsewhere is taken over from its transcript", moved=1),
-    _case("runaway", "a script that never ends is served until the cap"),
-    _case("destructive", "a run stopped for approval and continued is served from its transcript"),
-    _case("direct", "every script is served as the real provider serves it"),
-    _case("repeat", "every script is served as the real provider serves it"),
-    _case("delete_twice", "every script is served as the real provider serves it"),
-    _case("forbidden", "every script is served as the real provider serves it"),
-    _case("slow", "every script is served as the real provider serves it"),
-    _case("delegate", "a call to a tool the run does not have is answered with an error, and the script reads it"),
-    _case("plan", "the provider keeps nothing: a run begun elsewhere is taken over from its transcript", moved=2),
+    _case("plan", N_("the script's reply, and a bill of the request's tokens, served turn after turn")),
+    _case("answer", N_("a request without tools is billed for its messages alone"), tools=False),
+    _case("echo", N_("the turn is the number of assistant messages so far, the tool text every result joined by "
+             "newlines: two results of one turn included")),
+    _case("recover", N_("recover reads the error text it was sent, and recovers")),
+    _case("recover", N_("the provider keeps nothing: a run begun elsewhere is taken over from its transcript"),
+          moved=1),
+    _case("runaway", N_("a script that never ends is served until the cap")),
+    _case("destructive", N_("a run stopped for approval and continued is served from its transcript")),
+    _case("direct", N_("every script is served as the real provider serves it")),
+    _case("repeat", N_("every script is served as the real provider serves it")),
+    _case("delete_twice", N_("every script is served as the real provider serves it")),
+    _case("forbidden", N_("every script is served as the real provider serves it")),
+    _case("slow", N_("every script is served as the real provider serves it")),
+    _case("delegate", N_("a call to a tool the run does not have is answered with an error, and the script reads it")),
+    _case("plan", N_("the provider keeps nothing: a run begun elsewhere is taken over from its transcript"), moved=2),
 )
 
 
@@ -85,8 +92,9 @@ class _Served:
             self.raised.append(error)
             raise
         if not isinstance(message, dict) or not isinstance(usage, dict):
-            self.raised.append(Shape(f"`reply_to` returned {type(message).__name__}, `usage_of` "
-                                     f"{type(usage).__name__}: return the script's message and a dict of tokens"))
+            self.raised.append(Shape(Text(N_("`reply_to` returned {reply}, `usage_of` {usage}: return the script's "
+                                             "message and a dict of tokens"),
+                                          reply=type(message).__name__, usage=type(usage).__name__)))
             raise self.raised[-1]
         self.bills.append(dict(usage))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -157,27 +165,27 @@ def _prompt_off(by):
 
 
 HINTS = (
-    Hint("the turn is read off the transcript, the assistant messages so far, never remembered: a provider that "
-         "keeps a count cannot take over a run begun elsewhere, nor serve the same script twice",
+    Hint(N_("the turn is read off the transcript, the assistant messages so far, never remembered: a provider that "
+            "keeps a count cannot take over a run begun elsewhere, nor serve the same script twice"),
          lambda c, e, y: c.args["moved"] is not None and y["turns"] != e["turns"]),
-    Hint("the turn is the number of assistant messages so far (a turn may hold several tool results)",
+    Hint(N_("the turn is the number of assistant messages so far (a turn may hold several tool results)"),
          lambda c, e, y: c.args["script"] == "echo" and not str(y["answer"]).startswith(str(e["answer"])[:7])),
-    Hint("the tool text is the content of every tool message so far, joined by newlines",
+    Hint(N_("the tool text is the content of every tool message so far, joined by newlines"),
          lambda c, e, y: y["answer"] != e["answer"]),
-    Hint("the tool schemas are sent with every request, and billed with every request: count `compact(tools)` "
-         "after the messages", _prompt_off(lambda a, b, c: c.args["tools"] and b < a)),
-    Hint("a request without tools is billed for its messages alone (`if tools`)",
+    Hint(N_("the tool schemas are sent with every request, and billed with every request: count `compact(tools)` "
+            "after the messages"), _prompt_off(lambda a, b, c: c.args["tools"] and b < a)),
+    Hint(N_("a request without tools is billed for its messages alone (`if tools`)"),
          _prompt_off(lambda a, b, c: not c.args["tools"] and b > a)),
-    Hint("the prompt is the tokens of the request's JSON as one text, `count(compact(messages))`, not message by "
-         "message", _prompt_off(lambda a, b, c: True)),
-    Hint("the reply is billed for its text and its calls: `content` (none when it only calls) and the compact JSON "
-         "of `tool_calls`, not the message's envelope",
+    Hint(N_("the prompt is the tokens of the request's JSON as one text, `count(compact(messages))`, not message by "
+            "message"), _prompt_off(lambda a, b, c: True)),
+    Hint(N_("the reply is billed for its text and its calls: `content` (none when it only calls) and the compact JSON "
+            "of `tool_calls`, not the message's envelope"),
          lambda c, e, y: _turn_bill(e, y, "completion_tokens")[0] is not None),
-    Hint("the bill is the API's usage, three numbers under their names: `prompt_tokens`, `completion_tokens` and "
-         "`total_tokens`, their sum (a reply without them is estimated by the harness, not billed)",
+    Hint(N_("the bill is the API's usage, three numbers under their names: `prompt_tokens`, `completion_tokens` and "
+            "`total_tokens`, their sum (a reply without them is estimated by the harness, not billed)"),
          lambda c, e, y: y["bills"] != e["bills"]),
-    Hint("the script is called with the turn and the tool text, `scripts[model](turn, tool_text)`, and its message "
-         "returned as it is", lambda c, e, y: y["messages"] != e["messages"]),
+    Hint(N_("the script is called with the turn and the tool text, `scripts[model](turn, tool_text)`, and its message "
+            "returned as it is"), lambda c, e, y: y["messages"] != e["messages"]),
 )
 
 def _short(text) -> str:
@@ -186,12 +194,15 @@ def _short(text) -> str:
 
 def _bill_difference(e, y) -> str:
     n, a, b = next(((n, a, b) for n, (a, b) in enumerate(zip(e, y), 1) if a != b), (None, None, None))
-    return f"bill {n}: expected {a}, yours {b}" if n else f"{len(e)} bills expected, yours {len(y)}"
+    if n:
+        return _("bill {n}: expected {expected}, yours {yours}").format(n=n, expected=a, yours=b)
+    return _("{expected} bills expected, yours {yours}").format(expected=len(e), yours=len(y))
 
 
-BILLS = Field("bills", show=lambda b: plural(len(b), "bill") if isinstance(b, list) else repr(b),
+BILLS = Field("bills", show=lambda b: plural(len(b), N_("bill"), N_("bills")) if isinstance(b, list) else repr(b),
               describe=_bill_difference, follows=True)
-ANSWERED = Field("answer", show=ANSWER.show, describe=lambda e, y: f"answer: expected {_short(e)}, yours {_short(y)}")
+ANSWERED = Field("answer", show=ANSWER.show, describe=lambda e, y: _("{field}: expected {expected}, yours {yours}")
+                 .format(field=_(ANSWER.label), expected=_short(e), yours=_short(y)))
 
 
 CHECK = Check("00-scripted-provider", ("reply_to", "usage_of"), CASES,

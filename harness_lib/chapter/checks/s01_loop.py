@@ -32,6 +32,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 from . import served
 
 
@@ -66,22 +67,24 @@ served.OWN.update(two_at_once=two_at_once, narrates=narrates)
 
 # -- the cases ------------------------------------------------------------------------------------------------
 def _case(script: str, point: str, under_way: bool = False) -> Case:
-    return Case(script + (", a transcript under way" if under_way else ""), point,
-                {"script": script, "under_way": under_way})
+    # the script's name stays English: a value of the message, or alone a template no catalogue has, so that `_()`
+    # shows it as it is (`answer` is a message: a field's label)
+    name = Text(N_("{script}, a transcript under way") if under_way else "{script}", script=script)
+    return Case(name, point, {"script": script, "under_way": under_way})
 
 
 CASES = (  # the first case that fails is the one explained
-    _case("plan", "the chapter's run: 3 turns, 2 tool runs, 815 tokens in (204, 269, 342), 70 out"),
-    _case("answer", "a reply that asks for nothing ends the loop: its content is the answer"),
-    _case("direct", "each call's result goes into the transcript under its call id, then the model is asked again"),
-    _case("repeat", "a call asked for twice is run twice: the loop runs whatever a reply asks for"),
-    _case("two_at_once", "a reply may ask for several calls: the loop runs every one, in order, each result under "
-          "its own call id"),
-    _case("narrates", "a reply that says something and asks for a tool is not an answer: only a reply without "
-          "tool calls ends the loop"),
-    _case("plan", "the loop grows the transcript it is given: the model reads its turn off it, so a transcript "
-          "under way is continued, not started again", under_way=True),
-    _case("slow", "a slow tool is awaited like any other"),
+    _case("plan", N_("the chapter's run: 3 turns, 2 tool runs, 815 tokens in (204, 269, 342), 70 out")),
+    _case("answer", N_("a reply that asks for nothing ends the loop: its content is the answer")),
+    _case("direct", N_("each call's result goes into the transcript under its call id, then the model is asked again")),
+    _case("repeat", N_("a call asked for twice is run twice: the loop runs whatever a reply asks for")),
+    _case("two_at_once", N_("a reply may ask for several calls: the loop runs every one, in order, each result under "
+             "its own call id")),
+    _case("narrates", N_("a reply that says something and asks for a tool is not an answer: only a reply without "
+             "tool calls ends the loop")),
+    _case("plan", N_("the loop grows the transcript it is given: the model reads its turn off it, so a transcript "
+             "under way is continued, not started again"), under_way=True),
+    _case("slow", N_("a slow tool is awaited like any other")),
 )
 
 
@@ -104,12 +107,12 @@ async def yours(pieces: dict, case: Case, url: str) -> dict:
     messages = await _messages(case)
     got = await pieces["agent_loop"](_url(case, url), case.args["script"], messages, workspace().tools(**QUICK_SCAN))
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict)):
-        raise Shape(f"`agent_loop` returned {type(got).__name__}: return the answer and the tally, "
-                    "`return reply[\"message\"][\"content\"], tally`")
+        raise Shape(Text(N_("`agent_loop` returned {kind}: return the answer and the tally, "
+                            "`return reply[\"message\"][\"content\"], tally`"), kind=type(got).__name__))
     answer, tally = got
     missing = [k for k in ("turns", "tool_runs", "in", "out", "prompts") if k not in tally]
     if missing:
-        raise Shape(f"the tally `agent_loop` returned has no {', '.join(repr(k) for k in missing)}")
+        raise Shape(Text(N_("the tally `agent_loop` returned has no {keys}"), keys=", ".join(repr(k) for k in missing)))
     return {"answer": answer, **{k: tally[k] for k in ("turns", "tool_runs", "in", "out", "prompts")},
             "messages": messages}
 
@@ -127,9 +130,10 @@ async def expected(case: Case, url: str) -> dict:
             "messages": state.messages}
 
 
-PROMPTS = Field("prompts", show=lambda p: "prompts " + ", ".join(f"{n:,}" for n in p)
-                if isinstance(p, list) and all(isinstance(n, int) for n in p) else f"prompts={p!r}",
-                label="each request's prompt tokens")
+# TRANSLATORS: "prompts 204, 269, 342": each request's prompt tokens, in a check's table
+PROMPTS = Field("prompts", show=lambda p: _("prompts {tokens}").format(tokens=", ".join(f"{n:,}" for n in p))
+                if isinstance(p, list) and all(isinstance(n, int) for n in p) else _("prompts") + f"={p!r}",
+                label=N_("each request's prompt tokens"))
 
 
 def _calls(messages) -> list:
@@ -141,32 +145,32 @@ def _results(messages) -> list:
 
 
 HINTS = (
-    Hint("your loop never ended: append each reply to `messages` (the scripted model counts its turns from the "
-         "assistant messages there), and return once a reply asks for no tool", lambda c, e, y: y.get("hung")),
-    Hint("the loop must grow the list it is given: append to `messages` itself, not to a copy or a list of "
-         "your own (the caller reads the transcript from it)",
+    Hint(N_("your loop never ended: append each reply to `messages` (the scripted model counts its turns from the "
+            "assistant messages there), and return once a reply asks for no tool"), lambda c, e, y: y.get("hung")),
+    Hint(N_("the loop must grow the list it is given: append to `messages` itself, not to a copy or a list of "
+            "your own (the caller reads the transcript from it)"),
          lambda c, e, y: len(y["messages"]) == len(start()) + 2 * c.args["under_way"]),
-    Hint("append the model's reply to `messages` as it came, before running its calls: the transcript is the "
-         "whole conversation, and the model reads its turn off it",
+    Hint(N_("append the model's reply to `messages` as it came, before running its calls: the transcript is the "
+            "whole conversation, and the model reads its turn off it"),
          lambda c, e, y: not any(m.get("role") == "assistant" for m in y["messages"][len(start()):])),
-    Hint("only a reply without tool calls ends the loop (`if not calls: return ...`): a reply may say something "
-         "and ask for a tool in the same message", lambda c, e, y: c.args["script"] == "narrates"
+    Hint(N_("only a reply without tool calls ends the loop (`if not calls: return ...`): a reply may say something "
+            "and ask for a tool in the same message"), lambda c, e, y: c.args["script"] == "narrates"
          and y["turns"] < e["turns"]),
-    Hint("run every call a reply asks for, `for call in calls`, each result appended under its own "
-         "`tool_call_id`", lambda c, e, y: len(_results(y["messages"])) < len(_calls(y["messages"]))
+    Hint(N_("run every call a reply asks for, `for call in calls`, each result appended under its own "
+            "`tool_call_id`"), lambda c, e, y: len(_results(y["messages"])) < len(_calls(y["messages"]))
          or y["tool_runs"] < e["tool_runs"]),
-    Hint("each tool result is a message `{\"role\": \"tool\", \"tool_call_id\": call[\"id\"], \"name\": ..., "
-         "\"content\": result}`: the call id is how the model matches a result to its call",
+    Hint(N_("each tool result is a message `{\"role\": \"tool\", \"tool_call_id\": call[\"id\"], \"name\": ..., "
+            "\"content\": result}`: the call id is how the model matches a result to its call"),
          lambda c, e, y: [(m.get("tool_call_id"), m.get("name"), m.get("content")) for m in _results(y["messages"])]
          != [(m["tool_call_id"], m["name"], m["content"]) for m in _results(e["messages"])]),
-    Hint("the answer is the content of the reply that asked for nothing, returned with the tally: "
-         "`return reply[\"message\"][\"content\"], tally`", lambda c, e, y: y["answer"] != e["answer"]
+    Hint(N_("the answer is the content of the reply that asked for nothing, returned with the tally: "
+            "`return reply[\"message\"][\"content\"], tally`"), lambda c, e, y: y["answer"] != e["answer"]
          and y["turns"] == e["turns"]),
-    Hint("`in` and `out` add up every turn's usage (`prompt_tokens`, `completion_tokens` of each reply), and "
-         "`prompts` keeps each request's prompt tokens, one a turn", lambda c, e, y: y["turns"] == e["turns"]
+    Hint(N_("`in` and `out` add up every turn's usage (`prompt_tokens`, `completion_tokens` of each reply), and "
+            "`prompts` keeps each request's prompt tokens, one a turn"), lambda c, e, y: y["turns"] == e["turns"]
          and (y["in"], y["out"], y["prompts"]) != (e["in"], e["out"], e["prompts"])),
-    Hint("a turn is one request to the model, counted once however many calls its reply asks for; a tool run is "
-         "one call run", lambda c, e, y: (y["turns"], y["tool_runs"]) != (e["turns"], e["tool_runs"])),
+    Hint(N_("a turn is one request to the model, counted once however many calls its reply asks for; a tool run is "
+            "one call run"), lambda c, e, y: (y["turns"], y["tool_runs"]) != (e["turns"], e["tool_runs"])),
 )
 
 CHECK = Check("01-loop", ("agent_loop",), CASES, (ANSWER, TURNS, TOOL_RUNS, IN, OUT, PROMPTS, TRANSCRIPT), yours,

@@ -28,24 +28,25 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text
 
 
 def _case(script: str, cap: int, point: str) -> Case:
-    return Case(f"{script}, cap {cap}", point, {"script": script, "cap": cap})
+    return Case(Text(N_("{script}, cap {cap}"), script=script, cap=cap), point, {"script": script, "cap": cap})
 
 
 CASES = (  # the cases that tell mistakes apart come first: the first case that fails is the one explained
-    _case("runaway", 1, "a cap of 1 pays for exactly one turn, runs its call, then stops with max_turns_exceeded"),
-    _case("runaway", 2, "the cap is checked at the top of every turn, before the model is asked"),
-    _case("plan", 3, "a reply without calls ends the run as completed, even on the turn that reaches the cap"),
-    _case("plan", 2, "a cap below a run's natural end stops it there, its last calls run"),
-    _case("runaway", 0, "a cap of 0 stops the run before its first turn: nothing is paid"),
-    _case("runaway", 8, "the chapter's cap of 8: 3,431 input tokens, every turn resending the ones before it"),
-    _case("answer", 1, "an answer on the first turn completes the run at a cap of 1"),
-    _case("plan", 20, "a cap a run never reaches changes nothing"),
-    _case("direct", 20, "a cap a run never reaches changes nothing"),
-    _case("repeat", 20, "a cap a run never reaches changes nothing"),
-    _case("slow", 20, "a cap a run never reaches changes nothing"),
+    _case("runaway", 1, N_("a cap of 1 pays for exactly one turn, runs its call, then stops with max_turns_exceeded")),
+    _case("runaway", 2, N_("the cap is checked at the top of every turn, before the model is asked")),
+    _case("plan", 3, N_("a reply without calls ends the run as completed, even on the turn that reaches the cap")),
+    _case("plan", 2, N_("a cap below a run's natural end stops it there, its last calls run")),
+    _case("runaway", 0, N_("a cap of 0 stops the run before its first turn: nothing is paid")),
+    _case("runaway", 8, N_("the chapter's cap of 8: 3,431 input tokens, every turn resending the ones before it")),
+    _case("answer", 1, N_("an answer on the first turn completes the run at a cap of 1")),
+    _case("plan", 20, N_("a cap a run never reaches changes nothing")),
+    _case("direct", 20, N_("a cap a run never reaches changes nothing")),
+    _case("repeat", 20, N_("a cap a run never reaches changes nothing")),
+    _case("slow", 20, N_("a cap a run never reaches changes nothing")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out")
@@ -78,23 +79,24 @@ def _capped(e: dict) -> bool:
 
 
 HINTS = (
-    Hint("your loop never stopped the runaway: give it a second way out, `turns >= max_turns` checked at the top "
-         "of every turn", lambda c, e, y: y.get("hung") is not None),
-    Hint("a cap of 0 paid for a turn: the chapter checks `turns >= max_turns` at the top of the loop, before the "
-         "call, so a run capped at 0 pays nothing", lambda c, e, y: c.args["cap"] == 0 and y["turns"] != 0),
-    Hint("one turn past the cap: the run stops once `turns >= max_turns`, the cap reached, not passed (`>` lets one "
-         "more turn through)", lambda c, e, y: _capped(e) and y["turns"] == e["turns"] + 1),
-    Hint("the model had answered on the turn that reached the cap, and your loop did not call that completed: a "
-         "reply without tool calls ends the run whatever the count; the cap is checked before the next call",
+    Hint(N_("your loop never stopped the runaway: give it a second way out, `turns >= max_turns` checked at the top "
+            "of every turn"), lambda c, e, y: y.get("hung") is not None),
+    Hint(N_("a cap of 0 paid for a turn: the chapter checks `turns >= max_turns` at the top of the loop, before the "
+            "call, so a run capped at 0 pays nothing"), lambda c, e, y: c.args["cap"] == 0 and y["turns"] != 0),
+    Hint(N_("one turn past the cap: the run stops once `turns >= max_turns`, the cap reached, not passed (`>` lets one "
+            "more turn through)"), lambda c, e, y: _capped(e) and y["turns"] == e["turns"] + 1),
+    Hint(N_("the model had answered on the turn that reached the cap, and your loop did not call that completed: a "
+            "reply without tool calls ends the run whatever the count; the cap is checked before the next call"),
          lambda c, e, y: e["status"] == "completed" and y["status"] != "completed"),
-    Hint("your loop stopped before running the calls of the turn it had paid for: the chapter checks the cap at the "
-         "top of the loop, so a paid turn's calls run first (harness_lib leaves them owed, on purpose: notebook 04)",
+    Hint(N_("your loop stopped before running the calls of the turn it had paid for: the chapter checks the cap at the "
+            "top of the loop, so a paid turn's calls run first (harness_lib leaves them owed, on purpose: "
+            "notebook 04)"),
          lambda c, e, y: _capped(e) and y["turns"] == e["turns"] and y["tool_runs"] < e["tool_runs"]),
-    Hint("the status of a capped run is the chapter's word for it, `max_turns_exceeded`",
+    Hint(N_("the status of a capped run is the chapter's word for it, `max_turns_exceeded`"),
          lambda c, e, y: _capped(e) and y["turns"] == e["turns"] and y["status"] != e["status"]),
-    Hint("`in` and `out` add up every turn's usage, `prompt_tokens` and `completion_tokens` of each reply",
+    Hint(N_("`in` and `out` add up every turn's usage, `prompt_tokens` and `completion_tokens` of each reply"),
          lambda c, e, y: y["turns"] == e["turns"] and (y["in"], y["out"]) != (e["in"], e["out"])),
-    Hint("a tool run is one call of a tool: count each call the loop runs, once",
+    Hint(N_("a tool run is one call of a tool: count each call the loop runs, once"),
          lambda c, e, y: y["turns"] == e["turns"] and y["tool_runs"] != e["tool_runs"]),
 )
 

@@ -36,6 +36,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, _
 from . import served
 
 TURN_1, TURNS_1_2 = 0.000684, 0.001498   # the runaway's spend after one and after two turns
@@ -46,24 +47,24 @@ def _case(script: str, usd: float, point: str, exact: bool = False) -> Case:
 
 
 CASES = (  # the first case that fails is the one explained
-    _case("runaway", 0.0005, "a budget below one turn's price still buys that turn: the spend is known only once "
-          "it is paid, so the run ends over its budget by less than one turn"),
-    _case("runaway", 0.010, "the chapter's run: 9 turns, $0.010780 spent, over the budget by less than the last "
-          "turn's price"),
-    _case("plan", 0.001, "a budget reached between turns stops the run at the top of the next, the calls of the "
-          "turn it paid for run"),
-    _case("plan", 0.002, "a reply without calls ends the run as completed, even past the budget"),
-    _case("runaway", TURN_1, "a budget of exactly one turn's price is reached after that turn: `>=` stops there",
+    _case("runaway", 0.0005, N_("a budget below one turn's price still buys that turn: the spend is known only once "
+             "it is paid, so the run ends over its budget by less than one turn")),
+    _case("runaway", 0.010, N_("the chapter's run: 9 turns, $0.010780 spent, over the budget by less than the last "
+             "turn's price")),
+    _case("plan", 0.001, N_("a budget reached between turns stops the run at the top of the next, the calls of the "
+             "turn it paid for run")),
+    _case("plan", 0.002, N_("a reply without calls ends the run as completed, even past the budget")),
+    _case("runaway", TURN_1, N_("a budget of exactly one turn's price is reached after that turn: `>=` stops there"),
           exact=True),
-    _case("runaway", TURNS_1_2, "a budget reached exactly after two turns stops the run there: `>=`, not `>`",
+    _case("runaway", TURNS_1_2, N_("a budget reached exactly after two turns stops the run there: `>=`, not `>`"),
           exact=True),
-    _case("plan", 0.00157, "a budget reached exactly on plan's second turn stops it there", exact=True),
-    _case("runaway", 0, "a budget of 0 stops the run before its first turn: nothing is paid"),
-    _case("runaway", 0.050, "a longer run: each turn dearer than the last, the budget still checked before each"),
-    _case("answer", 0.0005, "an answer on the first turn completes the run, whatever it cost"),
-    _case("direct", 0.050, "a budget a run never reaches changes nothing"),
-    _case("repeat", 0.050, "a budget a run never reaches changes nothing"),
-    _case("slow", 0.050, "a budget a run never reaches changes nothing"),
+    _case("plan", 0.00157, N_("a budget reached exactly on plan's second turn stops it there"), exact=True),
+    _case("runaway", 0, N_("a budget of 0 stops the run before its first turn: nothing is paid")),
+    _case("runaway", 0.050, N_("a longer run: each turn dearer than the last, the budget still checked before each")),
+    _case("answer", 0.0005, N_("an answer on the first turn completes the run, whatever it cost")),
+    _case("direct", 0.050, N_("a budget a run never reaches changes nothing")),
+    _case("repeat", 0.050, N_("a budget a run never reaches changes nothing")),
+    _case("slow", 0.050, N_("a budget a run never reaches changes nothing")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "last_turn_usd")
@@ -103,17 +104,20 @@ async def expected(case: Case, url: str) -> dict:
 
 def _prices_difference(e, y) -> str:
     if not isinstance(y, list):
-        return f"your cost() gave {y!r}"
+        return _("your cost() gave {value}").format(value=repr(y))
     for n, (a, b) in enumerate(zip(e, y), 1):
         if not close(a, b, 1e-12):
-            return f"your cost() of turn {n}'s usage: expected {dollars(a)}, yours {dollars(b)}"
-    return f"your run priced {len(y)} turns, expected {len(e)}"
+            return _("your cost() of turn {n}'s usage: expected {expected}, yours {yours}").format(
+                n=n, expected=dollars(a), yours=dollars(b))
+    return _("your run priced {yours} turns, expected {expected}").format(yours=len(y), expected=len(e))
 
 
-LAST = Field("last_turn_usd", show=lambda x: f"last turn {dollars(x)}", same=lambda a, b: close(a, b, 1e-12),
-             label="the last turn's price")
-BILLED = Field("billed", show=lambda n: f"{n} billed", label="requests the provider billed")
-PRICES = Field("prices", show=lambda p: f"{len(p)} priced" if isinstance(p, list) else repr(p),
+LAST = Field("last_turn_usd", show=lambda x: _("last turn {cost}").format(cost=dollars(x)),
+             same=lambda a, b: close(a, b, 1e-12), label=N_("the last turn's price"))
+# TRANSLATORS: "3 billed": the requests the provider billed, in a check's table
+BILLED = Field("billed", show=lambda n: _("{n} billed").format(n=n), label=N_("requests the provider billed"))
+# TRANSLATORS: "3 priced": the turns your cost() priced, in a check's table
+PRICES = Field("prices", show=lambda p: _("{n} priced").format(n=len(p)) if isinstance(p, list) else repr(p),
                same=lambda a, b: isinstance(b, list) and len(a) == len(b) and all(map(close, a, b, [1e-12] * len(a))),
                describe=_prices_difference, follows=True)
 
@@ -133,36 +137,36 @@ def _not_as_billed(y: dict) -> bool:
 
 
 HINTS = (
-    Hint("your loop never stopped the runaway: add each turn's price to the spend as its reply comes back, and "
-         "stop at the top of the loop once `cost_usd >= max_budget_usd`", lambda c, e, y: y.get("hung")),
-    Hint("`cost(usage)` prices a turn from the tokens its reply reports: `usage[\"prompt_tokens\"] * PRICE_IN + "
-         "usage[\"completion_tokens\"] * PRICE_OUT`", lambda c, e, y: _wrong_price(e, y)),
-    Hint("your loop asked the model for a turn it did not record: the provider billed more requests than your "
-         "tally counts. Check the budget before the call, at the top of the loop; a check after the call learns of "
-         "the overspend one turn late", lambda c, e, y: y["billed"] > y["turns"]),
-    Hint("a budget of 0 paid for a turn: the chapter checks `cost_usd >= max_budget_usd` at the top of the loop, "
-         "before the call, so a run with nothing to spend pays nothing", lambda c, e, y: c.args["usd"] == 0),
-    Hint("pay each turn what `cost(reply[\"usage\"])` says, the moment the reply is back: the spend is the sum of "
-         "the turns' prices from their usage (not from the text's length), the last turn's price kept beside it",
+    Hint(N_("your loop never stopped the runaway: add each turn's price to the spend as its reply comes back, and "
+            "stop at the top of the loop once `cost_usd >= max_budget_usd`"), lambda c, e, y: y.get("hung")),
+    Hint(N_("`cost(usage)` prices a turn from the tokens its reply reports: `usage[\"prompt_tokens\"] * PRICE_IN + "
+            "usage[\"completion_tokens\"] * PRICE_OUT`"), lambda c, e, y: _wrong_price(e, y)),
+    Hint(N_("your loop asked the model for a turn it did not record: the provider billed more requests than your "
+            "tally counts. Check the budget before the call, at the top of the loop; a check after the call learns of "
+            "the overspend one turn late"), lambda c, e, y: y["billed"] > y["turns"]),
+    Hint(N_("a budget of 0 paid for a turn: the chapter checks `cost_usd >= max_budget_usd` at the top of the loop, "
+            "before the call, so a run with nothing to spend pays nothing"), lambda c, e, y: c.args["usd"] == 0),
+    Hint(N_("pay each turn what `cost(reply[\"usage\"])` says, the moment the reply is back: the spend is the sum of "
+            "the turns' prices from their usage (not from the text's length), the last turn's price kept beside it"),
          lambda c, e, y: _not_as_billed(y)),
-    Hint("your spend came out a hair below the budget: floats drift (0.000408 + 0.000276 is 0.0006839999999999999, "
-         "not 0.000684), so a budget reached exactly looks not reached. Round the running spend (`round(..., 12)`) "
-         "or add in decimals, as harness_lib does", lambda c, e, y: c.args["exact"] and y["turns"] > e["turns"]
+    Hint(N_("your spend came out a hair below the budget: floats drift (0.000408 + 0.000276 is 0.0006839999999999999, "
+            "not 0.000684), so a budget reached exactly looks not reached. Round the running spend (`round(..., 12)`) "
+            "or add in decimals, as harness_lib does"), lambda c, e, y: c.args["exact"] and y["turns"] > e["turns"]
          and y["cost_usd"] != round(y["cost_usd"], 6)),
-    Hint("one turn past a budget reached exactly: the run stops once `cost_usd >= max_budget_usd`, the budget "
-         "reached, not passed (`>` lets one more turn through)",
+    Hint(N_("one turn past a budget reached exactly: the run stops once `cost_usd >= max_budget_usd`, the budget "
+            "reached, not passed (`>` lets one more turn through)"),
          lambda c, e, y: c.args["exact"] and y["turns"] == e["turns"] + 1),
-    Hint("your loop paid for turns after the budget was spent: stop at the top of the loop once the whole spend, "
-         "the sum of every turn's price, has reached the budget", lambda c, e, y: _stopped(e)
+    Hint(N_("your loop paid for turns after the budget was spent: stop at the top of the loop once the whole spend, "
+            "the sum of every turn's price, has reached the budget"), lambda c, e, y: _stopped(e)
          and y["turns"] > e["turns"]),
-    Hint("the model had answered, and your loop did not call that completed: a reply without tool calls ends the "
-         "run whatever it cost; the budget is checked before the next call",
+    Hint(N_("the model had answered, and your loop did not call that completed: a reply without tool calls ends the "
+            "run whatever it cost; the budget is checked before the next call"),
          lambda c, e, y: e["status"] == "completed" and y["status"] != "completed"),
-    Hint("your loop stopped before running the calls of the turn it had paid for: the chapter checks the budget at "
-         "the top of the loop, so a paid turn's calls run first (harness_lib leaves them owed, on purpose: "
-         "notebook 04)", lambda c, e, y: _stopped(e) and y["turns"] == e["turns"]
+    Hint(N_("your loop stopped before running the calls of the turn it had paid for: the chapter checks the budget at "
+            "the top of the loop, so a paid turn's calls run first (harness_lib leaves them owed, on purpose: "
+            "notebook 04)"), lambda c, e, y: _stopped(e) and y["turns"] == e["turns"]
          and y["tool_runs"] < e["tool_runs"]),
-    Hint("the status of a run stopped by its budget is the chapter's word for it, `budget_exceeded`",
+    Hint(N_("the status of a run stopped by its budget is the chapter's word for it, `budget_exceeded`"),
          lambda c, e, y: _stopped(e) and y["turns"] == e["turns"] and y["status"] != e["status"]),
 )
 

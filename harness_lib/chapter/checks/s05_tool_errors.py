@@ -37,6 +37,7 @@ from ..checking import (
     start,
     workspace,
 )
+from ..language import N_, Text, _
 from . import served
 
 GENERIC = "Error: the tool call failed."
@@ -45,28 +46,31 @@ NEVER_FAIL = ("plan", "direct", "repeat", "answer", "runaway")   # scripts whose
 
 
 def _case(script: str, policy: str, cap: int, point: str, stop: bool = False) -> Case:
-    name = f"{script}, {policy}, cap {cap}" + (", Stop during the scan" if stop else "")
+    name = Text(N_("{script}, {policy}, cap {cap}, Stop during the scan") if stop else
+                N_("{script}, {policy}, cap {cap}"), script=script, policy=policy, cap=cap)   # names stay English
     return Case(name, point, {"script": script, "policy": policy, "cap": cap, "stop": stop})
 
 
 CASES = (  # the first case that fails is the one explained
-    _case("recover", "fatal", 20, "under `fatal` the first failure ends the run, failed, before the model reads it"),
-    _case("recover", "generic", 20, "under `generic` the slot says only that the call failed: told nothing it can "
-          "act on, the model gives up politely"),
-    _case("recover", "descriptive", 20, "under `descriptive` the slot is the error's own words: recover reads "
-          "\"Call list_files\", does so, and answers (4.7 times the cost of fatal, the only answer)"),
-    _case("forbidden", "descriptive", 12, "an error no message can fix is retried until the cap: 12 turns, 11 tool "
-          "runs, $0.018622 and no answer"),
-    _case("forbidden", "fatal", 12, "every exception a tool raises is the policy's: a read the process may not "
-          "perform ends a fatal run as the missing file does"),
-    _case("forbidden", "generic", 12, "under `generic` the forbidden read is retried to the cap too"),
-    _case("slow", "descriptive", 20, "Stop arrives as `asyncio.CancelledError`, not an `Exception`: the catch block "
-          "lets it through and the run ends there", stop=True),
-    _case("plan", "generic", 20, "a call that succeeds goes into the transcript as it is, whatever the policy"),
-    _case("direct", "fatal", 20, "`fatal` ends a run only when a tool fails"),
-    _case("repeat", "descriptive", 20, "a call that succeeds goes into the transcript as it is, whatever the policy"),
-    _case("answer", "fatal", 20, "a run without tool calls has nothing to catch"),
-    _case("runaway", "descriptive", 8, "the cap still ends a run whose tools never fail"),
+    _case("recover", "fatal", 20,
+          N_("under `fatal` the first failure ends the run, failed, before the model reads it")),
+    _case("recover", "generic", 20, N_("under `generic` the slot says only that the call failed: told nothing it can "
+             "act on, the model gives up politely")),
+    _case("recover", "descriptive", 20, N_("under `descriptive` the slot is the error's own words: recover reads "
+             "\"Call list_files\", does so, and answers (4.7 times the cost of fatal, the only answer)")),
+    _case("forbidden", "descriptive", 12, N_("an error no message can fix is retried until the cap: 12 turns, 11 tool "
+             "runs, $0.018622 and no answer")),
+    _case("forbidden", "fatal", 12, N_("every exception a tool raises is the policy's: a read the process may not "
+             "perform ends a fatal run as the missing file does")),
+    _case("forbidden", "generic", 12, N_("under `generic` the forbidden read is retried to the cap too")),
+    _case("slow", "descriptive", 20, N_("Stop arrives as `asyncio.CancelledError`, not an `Exception`: the catch block "
+             "lets it through and the run ends there"), stop=True),
+    _case("plan", "generic", 20, N_("a call that succeeds goes into the transcript as it is, whatever the policy")),
+    _case("direct", "fatal", 20, N_("`fatal` ends a run only when a tool fails")),
+    _case("repeat", "descriptive", 20,
+          N_("a call that succeeds goes into the transcript as it is, whatever the policy")),
+    _case("answer", "fatal", 20, N_("a run without tool calls has nothing to catch")),
+    _case("runaway", "descriptive", 8, N_("the cap still ends a run whose tools never fail")),
 )
 
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "error")
@@ -158,8 +162,8 @@ def _either(e, y) -> bool:
     return y == e or y == getattr(e, "filled", None)
 
 
-ERROR = Field("error", show=lambda x: "no error" if not x else f"error {x!r}" if len(str(x)) <= 40 else
-              f"error {str(x)[:37]!r}...")
+ERROR = Field("error", show=lambda x: _("no error") if not x else _("error {error}").format(
+    error=repr(x) if len(str(x)) <= 40 else f"{str(x)[:37]!r}..."), label=N_("error"))
 EITHER = dataclasses.replace(TRANSCRIPT, same=_either)
 
 
@@ -172,31 +176,31 @@ def _slots_differ(e: dict, y: dict) -> bool:
 
 
 HINTS = (
-    Hint("your loop did not end: the catch block decides what one failed call becomes, then the loop goes on (or, "
-         "under `fatal`, returns)", lambda c, e, y: y.get("hung") and not c.args["stop"]),
-    Hint("a tool's failure escaped your loop: catch every `Exception` a tool raises (`except Exception as error:`), "
-         "not one kind of it, and let the policy decide what it becomes",
+    Hint(N_("your loop did not end: the catch block decides what one failed call becomes, then the loop goes on (or, "
+            "under `fatal`, returns)"), lambda c, e, y: y.get("hung") and not c.args["stop"]),
+    Hint(N_("a tool's failure escaped your loop: catch every `Exception` a tool raises (`except Exception as error:`), "
+            "not one kind of it, and let the policy decide what it becomes"),
          lambda c, e, y: y.get("raised") and "CancelledError" not in y["raised"]),
-    Hint("Stop arrives as `asyncio.CancelledError`, which is not an `Exception`: catch `Exception`, never "
-         "everything (a bare `except:` or `except BaseException`), so that Stop ends the run instead of becoming a "
-         "tool error", lambda c, e, y: c.args["stop"]),
-    Hint("under `fatal` a failed call ends the run at once, `failed`, before the model reads anything",
+    Hint(N_("Stop arrives as `asyncio.CancelledError`, which is not an `Exception`: catch `Exception`, never "
+            "everything (a bare `except:` or `except BaseException`), so that Stop ends the run instead of becoming a "
+            "tool error"), lambda c, e, y: c.args["stop"]),
+    Hint(N_("under `fatal` a failed call ends the run at once, `failed`, before the model reads anything"),
          lambda c, e, y: e["status"] == "failed" and y["status"] != "failed"),
-    Hint("under `fatal` the run's `error` says which tool failed and why, `f\"{tool.name}: {error}\"`, as "
-         "harness_lib's `state.error` does", lambda c, e, y: e["status"] == y["status"] == "failed"
+    Hint(N_("under `fatal` the run's `error` says which tool failed and why, `f\"{tool.name}: {error}\"`, as "
+            "harness_lib's `state.error` does"), lambda c, e, y: e["status"] == y["status"] == "failed"
          and e["error"] != y["error"]),
-    Hint("only `fatal` ends the run: under `generic` and `descriptive` the failure goes into the call's slot and the "
-         "loop goes on", lambda c, e, y: y["status"] == "failed" and e["status"] != "failed"),
-    Hint("under `generic` the slot says only that the call failed, `GENERIC`, not why: that is the policy the "
-         "chapter measures, the model told nothing it can act on",
+    Hint(N_("only `fatal` ends the run: under `generic` and `descriptive` the failure goes into the call's slot and "
+            "the loop goes on"), lambda c, e, y: y["status"] == "failed" and e["status"] != "failed"),
+    Hint(N_("under `generic` the slot says only that the call failed, `GENERIC`, not why: that is the policy the "
+            "chapter measures, the model told nothing it can act on"),
          lambda c, e, y: c.args["policy"] == "generic" and _slots_differ(e, y)),
-    Hint("under `descriptive` the slot is the error's own words, `f\"Error: {error}\"`: recover reads \"Call "
-         "list_files to see what exists\" there, and does so", lambda c, e, y: c.args["policy"] == "descriptive"
+    Hint(N_("under `descriptive` the slot is the error's own words, `f\"Error: {error}\"`: recover reads \"Call "
+            "list_files to see what exists\" there, and does so"), lambda c, e, y: c.args["policy"] == "descriptive"
          and _slots_differ(e, y)),
-    Hint("a fatal run's failed call may leave its slot empty, as the chapter's loop does, or fill it with the error "
-         "in its own words, `f\"Error: {error}\"`, as harness_lib does: nothing else", lambda c, e, y:
+    Hint(N_("a fatal run's failed call may leave its slot empty, as the chapter's loop does, or fill it with the error "
+            "in its own words, `f\"Error: {error}\"`, as harness_lib does: nothing else"), lambda c, e, y:
          e["status"] == y["status"] == "failed"),
-    Hint("a call that succeeds goes into its slot as it is, whatever the policy: the policy is for failures",
+    Hint(N_("a call that succeeds goes into its slot as it is, whatever the policy: the policy is for failures"),
          lambda c, e, y: c.args["script"] in NEVER_FAIL and _results(y["messages"]) != _results(e["messages"])),
 )
 
