@@ -417,7 +417,7 @@ async def _library(check: Check, case: Case, url: str) -> dict:
 # -- helpers the sections' checks share --------------------------------------------------------------------
 def plural(n: int, one: str, many: str | None = None) -> str:
     """``n`` and its noun, in the language spoken: ``one`` and ``many`` are messages (marked ``N_``)."""
-    return f"{n:,} {_(one) if n == 1 else _(many or one + 's')}"
+    return f"{n:,} {_(one) if n == 1 else in_context('count', many or one + 's')}"
 
 
 def dollars(x) -> str:
@@ -519,7 +519,8 @@ def _transcript_difference(expected, yours) -> str:
 
 
 STATUS = Field("status", label=N_("status"))
-TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), N_("turns")), label=C_("field", "turns"))
+# TRANSLATORS: "3 turns": the count form, where a language has one (Bulgarian "3 хода", not "ходове")
+TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), C_("count", "turns")), label=C_("field", "turns"))
 TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, N_("tool run"), N_("tool runs")),
                   label=C_("field", "tool runs"))
 # TRANSLATORS: "in 3,431": the input tokens of a run, in a check's table

@@ -180,9 +180,9 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS,
     runs that answer before the cap (plan, recover), which the forecast prices as if they went on. ``runs``:
     the runaway's, by cap, if already made (``cap_forecast``)."""
     observed, caps = _observed(observed), _caps(caps)
-    cases = {N_("runaway (the assumption holds)"): dict(name="runaway"),   # English in the table (the figures'
-             N_("replies of varying length"): dict(name="varying", client=VaryingModel()),  # keys are made from
-             N_("plan (answers at turn 3)"): dict(name="plan"),             # them); the plot translates them
+    cases = {N_("runaway (the assumption holds)"): dict(name="runaway"),   # the figures' keys are made from the
+             N_("replies of varying length"): dict(name="varying", client=VaryingModel()),  # English; the table
+             N_("plan (answers at turn 3)"): dict(name="plan"),             # shows them translated
              N_("recover (answers at turn 4)"): dict(name="recover")}
     rows = []
     for label, case in cases.items():
@@ -199,7 +199,7 @@ async def forecast_breaks(base_url: str, observed: int = 3, caps=CHAPTER_CAPS,
     table = pd.DataFrame(rows).set_index(["run", "cap"])
     worst = table["cost_error_pct"].abs().groupby(level="run").max()
     measured = {f"forecast.breaks.{label.split(' ')[0]}": float(worst[label]) for label in cases}
-    return ForecastBreaks(table, measured)
+    return ForecastBreaks(table.rename(index=_, level="run"), measured)   # the runs named in the language spoken
 
 
 def forecast_plot(table: pd.DataFrame, curve: pd.DataFrame, breaks: pd.DataFrame | None = None) -> Figure:

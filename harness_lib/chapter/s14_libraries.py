@@ -155,7 +155,7 @@ _ANATOMY_ROWS = [
 def anatomy() -> pd.DataFrame:
     """The five pieces of every library, in the language spoken (``ANATOMY``)."""
     return pd.DataFrame([[_(cell) for cell in row] for row in _ANATOMY_ROWS],
-                        columns=[_(c) for c in _ANATOMY_COLUMNS]).set_index("library")
+                        columns=[_(c) for c in _ANATOMY_COLUMNS]).set_index(_(_ANATOMY_COLUMNS[0]))
 
 
 def __getattr__(name: str):

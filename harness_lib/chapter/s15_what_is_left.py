@@ -230,5 +230,5 @@ def report_tally(path: Path | None = None) -> tuple[pd.DataFrame | None, str]:
     known = [c for c in CATEGORIES if c in counts.columns]
     counts = counts[known + [c for c in counts.columns if c not in CATEGORIES]]
     counts.columns.name = None
-    counts["figures"] = counts.sum(axis=1)
-    return counts, tally(table)
+    counts[N_("figures")] = counts.sum(axis=1)
+    return counts.rename(columns=_), tally(table)   # the report's categories, in the language spoken

@@ -473,6 +473,7 @@ class Capstone:
         shown = self.table.copy()
         shown["match"] = ["✓" if ok else "✗" for ok in self.matches]
         shown["yours"] = shown["yours"].fillna("—")
+        shown["figure"] = shown["figure"].map(_)   # the chapter's labels, from data/chapter_figures.csv
         # TRANSLATORS: the capstone's table: section, figure, the chapter's value, yours, the library's, match
         headers = {"section": _("section"), "figure": _("figure"), "chapter": _("chapter"), "yours": _("yours"),
                    "library": _("library"), "match": _("match")}
