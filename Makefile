@@ -72,9 +72,10 @@ endif
 lab: $(STAMP)
 	$(BIN)/python -m harness_lib.chapter.lab $(LAB_NOTEBOOKS)
 
-# The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown into
-# locale/*/LC_MESSAGES/notebooks.po (a changed cell's translation marked fuzzy), then notebooks/bg and notebooks/hu
-# rebuilt from the English notebooks as executed and the translations.
+# The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown and their built
+# cells' comments into locale/*/LC_MESSAGES/notebooks.po, the chapter layer's messages into chapter.po (a changed
+# message's translation marked fuzzy), then notebooks/bg and notebooks/hu rebuilt from the English notebooks and the
+# translations, and executed in their language (those whose code, prose or chapter.po changed).
 translations: $(STAMP)
 	$(BIN)/python -m harness_lib.chapter.translations
 
