@@ -326,6 +326,43 @@ def test_the_maintainers_refresh_rewrites_the_committed_files_and_keeps_the_reco
     assert (project / "notebooks" / "bg" / "glossary.md").exists()
 
 
+def test_make_chapter_runs_the_translations_asked_for_and_keeps_the_others_as_committed(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """`make chapter LANGUAGES=bg`: the Bulgarian notebooks executed (in Bulgarian), the Hungarian ones those of the
+    clone, unchanged; the line naming the folder says which is which. A language it does not know: one line."""
+    project = _project(tmp_path, ("01-loop.ipynb",))
+    shutil.rmtree(project / "notebooks" / "bg")
+    for language in ("bg", "hu"):
+        (project / "notebooks" / language).mkdir()
+        for name in ("01-loop.ipynb", "glossary.md"):
+            shutil.copy(ROOT / "notebooks" / language / name, project / "notebooks" / language / name)
+    shutil.copytree(ROOT / "locale", project / "locale")
+    monkeypatch.chdir(project)
+    ran = []
+
+    def execute_all(paths, say=None, jobs=1):
+        ran.extend(Path(p).relative_to(executed.FOLDER / executed.STAGING).as_posix() for p in paths)
+
+    monkeypatch.setattr(report, "executed_notebooks", lambda timings, paths: ({}, set()))
+    monkeypatch.setattr(report, "measure_all", lambda base_url, skip=(): _measured())
+    monkeypatch.setattr(report, "section_12_live", lambda: None)
+    monkeypatch.setattr(notebooks_module, "execute_all", execute_all)
+    monkeypatch.setenv(report.LANGUAGES_ENV, "bg")
+    assert report.main(execute=True) == 0
+    assert ran == ["notebooks/bg/01-loop.ipynb"]
+    said = capsys.readouterr().out
+    assert "in English, Bulgarian (Hungarian as committed: `make chapter LANGUAGES=bg` runs those too)" in said
+    hu = project / executed.FOLDER / "notebooks" / "hu" / "01-loop.ipynb"
+    assert hu.read_bytes() == (ROOT / "notebooks" / "hu" / "01-loop.ipynb").read_bytes()
+    monkeypatch.setenv(report.LANGUAGES_ENV, "bg de")
+    assert report.main(execute=True) == 2
+    assert "error: LANGUAGES=bg de: the notebooks are in en, bg, hu; not de" in capsys.readouterr().err
+
+
+async def _measured():
+    return {"plan.turns": 3}
+
+
 def test_the_refresh_outside_the_project_or_stopped_is_one_line(tmp_path, monkeypatch, capsys):
     from harness_lib.chapter import refresh
 
