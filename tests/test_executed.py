@@ -99,7 +99,7 @@ def test_make_chapter_says_which_of_the_readers_edits_it_kept(tmp_path, monkeypa
     project = _project(tmp_path)
     monkeypatch.chdir(project)
 
-    def chapter_in(root, keep_recorded_live=False):
+    def chapter_in(root, keep_recorded_live=False, languages=()):
         (root / "reports" / "chapter.md").write_text("the report\n")
         return None, "1 of 1 chapter figures reproduced exactly"
     monkeypatch.setattr(report, "chapter_in", chapter_in)
