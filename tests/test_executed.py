@@ -110,8 +110,9 @@ def test_make_chapter_says_which_of_the_readers_edits_it_kept(tmp_path, monkeypa
     assert capsys.readouterr().out.splitlines() == [
         "executed/notebooks/02-turn-cap.ipynb: changed since `make chapter` wrote it: your version is kept beside it, "
         "as 02-turn-cap.edited.ipynb",
-        "executed/notebooks: the notebooks as this run executed them, in English, Bulgarian and Hungarian (`make lab` "
-        "opens them; notebooks/ keeps the committed ones, unchanged)",
+        "executed/notebooks: the notebooks as this run executed them, in English; in Bulgarian and Hungarian as "
+        "committed (`make chapter LANGUAGES='bg hu'` runs them too). `make lab` opens them; notebooks/ keeps the "
+        "committed ones, unchanged",
         "executed/reports/chapter.md: 1 of 1 chapter figures reproduced exactly"]
     assert (project / "executed" / "notebooks" / "02-turn-cap.edited.ipynb").read_text() == "the reader's edits"
 
@@ -351,7 +352,7 @@ def test_make_chapter_runs_the_translations_asked_for_and_keeps_the_others_as_co
     assert report.main(execute=True) == 0
     assert ran == ["notebooks/bg/01-loop.ipynb"]
     said = capsys.readouterr().out
-    assert "in English, Bulgarian (Hungarian as committed: `make chapter LANGUAGES=bg` runs those too)" in said
+    assert "in English and Bulgarian; in Hungarian as committed (`make chapter LANGUAGES=hu` runs it too)." in said
     hu = project / executed.FOLDER / "notebooks" / "hu" / "01-loop.ipynb"
     assert hu.read_bytes() == (ROOT / "notebooks" / "hu" / "01-loop.ipynb").read_bytes()
     monkeypatch.setenv(report.LANGUAGES_ENV, "bg de")

@@ -261,12 +261,13 @@ def main(json_out: bool = False, execute: bool = False, reference: bool = False)
             folder = executed.FOLDER
             where = [f"{path}: changed since `make chapter` wrote it: your version is kept beside it, as {aside.name}"
                      for path, aside in kept]
-            ran = ", ".join(["English", *(LANGUAGE_NAMES[x] for x in languages)])
-            kept_as = [LANGUAGE_NAMES[x] for x in LANGUAGE_NAMES if x not in languages]
-            where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in {ran}"
-                      + (f" ({' and '.join(kept_as)} as committed: `make chapter LANGUAGES=bg` runs those too)"
-                         if kept_as else "")
-                      + " (`make lab` opens them; notebooks/ keeps the committed ones, unchanged)",
+            ran = " and ".join(["English", *(LANGUAGE_NAMES[x] for x in languages)])
+            kept_as = [x for x in LANGUAGE_NAMES if x not in languages]
+            also = (f"; in {' and '.join(LANGUAGE_NAMES[x] for x in kept_as)} as committed (`make chapter "
+                    f"LANGUAGES={' '.join(kept_as) if len(kept_as) == 1 else repr(' '.join(kept_as))}` runs "
+                    f"{'it' if len(kept_as) == 1 else 'them'} too)" if kept_as else "")
+            where += [f"{folder / executed.NOTEBOOKS}: the notebooks as this run executed them, in {ran}{also}. "
+                      "`make lab` opens them; notebooks/ keeps the committed ones, unchanged",
                       f"{folder / executed.REPORTS / 'chapter.md'}: {line}"]
     except ChapterError as e:
         print(f"error: {e}", file=sys.stderr)
