@@ -67,8 +67,6 @@ HEAVIEST = (
     "tests/test_loaded.py",
     "tests/test_crash.py",
     "notebooks/12-",
-    "notebooks/bg/12-",
-    "notebooks/hu/12-",
     "tests/test_sliders.py",
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them",
     "tests/test_reader_params.py",
