@@ -169,3 +169,27 @@ def test_a_field_and_a_count_of_the_same_english_are_two_messages():
     finally:
         lang.speak("en")
     assert TURNS.tell({"turns": 3}, {"turns": 4}) == "turns: expected 3, yours 4"
+
+
+def test_a_broken_catalogue_or_translation_is_one_line_or_the_english(tmp_path, monkeypatch):
+    """A hand-edited chapter.po: unreadable, one line naming it; a translation that lost a value's field, its English
+    (not a KeyError where it is shown); a language it does not know, one line."""
+    po = tmp_path / "bg" / "LC_MESSAGES" / "chapter.po"
+    po.parent.mkdir(parents=True)
+    text = (ROOT / "locale" / "bg" / "LC_MESSAGES" / "chapter.po").read_text(encoding="utf-8")
+    monkeypatch.setattr(lang, "locale_folder", lambda: tmp_path)
+    try:
+        po.write_text(text.replace('msgstr "{passed} от {total}', 'msgstr "{passed} от {all}', 1), encoding="utf-8")
+        assert "{all}" in po.read_text(encoding="utf-8")
+        lang.speak("bg")
+        assert lang._("{passed} of {total} cases pass").format(passed=1, total=2) == "1 of 2 cases pass"
+        assert lang._("case") != "case"   # the rest of the catalogue is read as it is
+        po.write_text(text.replace('msgstr "{passed}', 'msgstr {passed}', 1), encoding="utf-8")   # a quote lost
+        with pytest.raises(lang.LanguageError) as info:
+            lang.speak("bg")
+        assert info.value._render_traceback_()[0].startswith(f"LanguageError: {po} cannot be read")
+        po.unlink()
+        with pytest.raises(lang.LanguageError, match="no catalogue for 'bg'"):
+            lang.speak("bg")
+    finally:
+        lang.speak("en")

@@ -3,8 +3,8 @@
 Every English notebook is translated into both languages, or listed in PENDING below. A translated notebook is
 its English notebook's code, its setup cell choosing the language (``speak``), every markdown cell the catalogue's
 translation of that cell's current English, executed: its outputs are its own run's, in its language (nbval
-compares them on request), with the chapter layer's catalogue as it is now. A failure names the notebook and the cell, and
-what to do: most often `make translations` (the English changed), or translate the cells it names."""
+compares them on request), with the chapter layer's catalogue as it is now. A failure names the notebook and the
+cell, and what to do: most often `make translations` (the English changed), or translate the cells it names."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gettext
 import io
+import re
 from pathlib import Path
 
 DOMAIN = "chapter"
@@ -43,17 +44,48 @@ def catalogue_path(language: str) -> Path:
     return locale_folder() / language / "LC_MESSAGES" / f"{DOMAIN}.po"
 
 
+class LanguageError(ValueError):
+    """A language the chapter layer cannot speak: one line in a notebook, no traceback."""
+
+    def _render_traceback_(self):
+        return [f"LanguageError: {self}"]
+
+
+_FIELD = re.compile(r"\{[^{}]*\}")
+# A line of a catalogue that is not a comment: a keyword and a quoted string, or a quoted string that continues one.
+PO_LINE = re.compile(r'(#~ ?)?((msgctxt|msgid|msgid_plural|msgstr(\[\d+\])?) )?"(\\.|[^"\\])*"')
+
+
+def broken_line(text: str) -> tuple[int, str] | None:
+    """The first line of a catalogue's ``text`` that is neither a comment nor a quoted string (Babel's reader lets an
+    unquoted msgstr through, and a later write would keep the damage): (its number, the line), or None."""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if line and not (line.startswith("#") and not line.startswith("#~")) and not PO_LINE.fullmatch(line):
+            return number, line
+    return None
+
+
 def _load(language: str) -> gettext.NullTranslations:
     from babel.messages.mofile import write_mo
-    from babel.messages.pofile import read_po
+    from babel.messages.pofile import PoFileError, read_po
 
     path = catalogue_path(language)
     if not path.is_file():
-        raise ValueError(f"no catalogue for {language!r} at {path}: choose one of {', '.join(LANGUAGES)}")
-    with path.open("rb") as f:
-        catalog = read_po(f, locale=language, domain=DOMAIN)
-    for message in catalog:   # a fuzzy translation is for English that changed: the English is right, not it
-        if message.fuzzy:
+        raise LanguageError(f"no catalogue for {language!r} at {path}: restore it (git checkout -- locale)")
+    try:
+        text = path.read_text(encoding="utf-8")
+        broken = broken_line(text)
+        if broken:
+            raise ValueError(f"line {broken[0]} is not a catalogue line: {broken[1][:50]!r}")
+        catalog = read_po(io.StringIO(text), locale=language, domain=DOMAIN, abort_invalid=True)
+    except (OSError, PoFileError, ValueError, UnicodeDecodeError) as e:
+        raise LanguageError(f"{path} cannot be read ({e}): restore it (git checkout -- locale) or mend it by "
+                            "hand") from None
+    for message in catalog:   # a fuzzy translation is for English that changed: the English is right, not it;
+        # and one that lost a value's field, or gained one, would fail where it is shown: the English instead
+        if message.fuzzy or (isinstance(message.string, str)
+                             and sorted(_FIELD.findall(message.string)) != sorted(_FIELD.findall(message.id))):
             message.string = "" if isinstance(message.string, str) else ("",) * len(message.string)
     buffer = io.BytesIO()
     write_mo(buffer, catalog, use_fuzzy=False)
@@ -66,7 +98,7 @@ def speak(language: str) -> str:
     ``"hu"``. Returns it."""
     global _translations, _language
     if language not in LANGUAGES:
-        raise ValueError(f"the chapter layer speaks {', '.join(LANGUAGES)}, not {language!r}")
+        raise LanguageError(f"the chapter layer speaks {', '.join(LANGUAGES)}, not {language!r}")
     _translations = gettext.NullTranslations() if language == "en" else _load(language)
     _language = language
     return language

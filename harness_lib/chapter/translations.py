@@ -35,6 +35,7 @@ from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import PoFileError, read_po, unescape, write_po
 
 from ..resources import data_path
+from .language import broken_line
 from .nbformat_fast import nbformat
 
 # Relative, as in harness_lib.chapter.notebooks: the notebooks and catalogues are the project's, not the package's.
@@ -277,9 +278,7 @@ def _without_dates(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if "-Date: " not in line)
 
 
-# A line of a catalogue that is not a comment: a keyword and a quoted string, or a quoted string that continues one.
 _QUOTED = re.compile(r'"(?:\\.|[^"\\])*"')
-_PO_LINE = re.compile(r'(#~ ?)?((msgctxt|msgid|msgid_plural|msgstr(\[\d+\])?) )?"(\\.|[^"\\])*"')
 
 
 def read_catalogue(path: Path, language: str | None = None) -> Catalog:
@@ -289,11 +288,10 @@ def read_catalogue(path: Path, language: str | None = None) -> Catalog:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TranslationError(f"{path}: cannot be read ({e})") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if line and not (line.startswith("#") and not line.startswith("#~")) and not _PO_LINE.fullmatch(line):
-            raise TranslationError(f"{path}, line {number}: not a catalogue line ({line[:50]!r}): fix it by hand "
-                                   "or restore the file from git")
+    broken = broken_line(text)
+    if broken:
+        raise TranslationError(f"{path}, line {broken[0]}: not a catalogue line ({broken[1][:50]!r}): fix it by hand "
+                               "or restore the file from git")
     try:
         catalog = read_po(io.StringIO(text), locale=language, domain=DOMAIN, abort_invalid=True)
     except (PoFileError, ValueError) as e:
