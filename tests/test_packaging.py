@@ -211,15 +211,15 @@ def _data_files(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built offline from a copy of the source (pyproject.toml, README.md, harness_lib/, data/), so the
-    build's ``build/`` and ``*.egg-info`` never land in the repository. ``--no-build-isolation``: the
+    """The wheel, built offline from a copy of the source (pyproject.toml, README.md, harness_lib/, data/, locale/), so
+    the build's ``build/`` and ``*.egg-info`` never land in the repository. ``--no-build-isolation``: the
     backend is the setuptools of the test extra, already installed, so nothing is downloaded."""
     where = tmp_path_factory.mktemp("wheel")
     source = where / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for name in ("harness_lib", "data"):
+    for name in ("harness_lib", "data", "locale"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                             "--wheel-dir", str(where / "dist"), str(source)],
@@ -237,6 +237,9 @@ def test_the_wheel_holds_every_data_file_and_no_project_folder(wheel):
     assert in_wheel == _data_files(ROOT / "data")  # data/, mapped into the package at build time
     assert "harness_lib/resources.py" in names and "harness_lib/scripted/server.py" in names
     assert "harness_lib/chapter/s01_loop.py" in names
+    # the chapter layer's catalogues, which a translated notebook's speak() reads; not the notebooks' prose
+    assert sorted(n for n in names if n.startswith("harness_lib/locale/")) == [
+        "harness_lib/locale/bg/LC_MESSAGES/chapter.po", "harness_lib/locale/hu/LC_MESSAGES/chapter.po"]
     assert not [n for n in names if n.split("/")[0] in ("data", "tests", "notebooks", "reports", "benchmarks")]
 
 
@@ -248,6 +251,7 @@ import harness_lib
 from harness_lib.chapter import s01_loop as s01
 from harness_lib.chapter import s10_trace as s10
 from harness_lib.chapter import s12_local_model as s12
+from harness_lib.chapter import language
 from harness_lib.chapter.figures import compare
 from harness_lib.resources import data_path
 from harness_lib.scripted import ScriptedProvider
@@ -257,7 +261,9 @@ with ScriptedProvider() as provider:
 table = compare(result.measured, section="01-loop")  # notebook 01's own comparison
 print(json.dumps({"file": harness_lib.__file__, "prefix": sys.prefix, "data": str(data_path()),
                   "matches": table["match"].tolist(), "trace": s10.chapter_trace(),
-                  "local": s12.local_summary(s12.recorded_local_model())}))
+                  "local": s12.local_summary(s12.recorded_local_model()), "speaks": language.speak("hu"),
+                  "tally": language._("{passed} of {total} cases pass").format(passed=1, total=2),
+                  "locale": str(language.locale_folder())}))
 """
 
 
@@ -313,6 +319,8 @@ def test_the_wheel_works_in_a_fresh_environment_outside_the_repository(wheel, tm
     from harness_lib.chapter import s12_local_model as s12
     assert got["trace"] == s10.chapter_trace()
     assert got["local"] == s12.local_summary(s12.recorded_local_model())
+    assert got["speaks"] == "hu" and got["tally"] != "1 of 2 cases pass" and "2" in got["tally"], got["tally"]
+    assert Path(got["locale"]) == (site / "harness_lib" / "locale").resolve()   # the wheel's own catalogues
 
     chapter = run(str(python), "-m", "harness_lib", "chapter", "--execute")
     assert chapter.returncode == 2 and chapter.stdout == "", chapter.stdout + chapter.stderr
