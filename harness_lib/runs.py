@@ -437,7 +437,8 @@ async def _go(state: RunState, workspace: Workspace, state_dir, lock: RunLock | 
             try:
                 state = await task
             except asyncio.CancelledError:
-                if (me := asyncio.current_task()) is not None and me.cancelling():
+                if (me := asyncio.current_task()) is not None and (me.cancelling() if hasattr(me, "cancelling")
+                                                                   else True):   # (3.10: no Task.cancelling)
                     raise  # this call was cancelled (a cell's Stop), not only its run: which stopped and saved
                 # (else a second stop while the run was closing its connection: the run had stopped and saved)
         wall_ms = (time.perf_counter() - started) * 1000
