@@ -281,6 +281,8 @@ def test_build_translates_the_markdown_chooses_the_language_and_executes_it(proj
     assert bg.cells[0].source == f"# 01 · The loop\n\nBG {tr.GLOSSARY_LINK}\nBG \nAsk, run, repeat."
     assert bg.cells[2].source == "BG ## Try this\n\nA 75 % increase: `MAX_TURNS = 2`."
     assert _build(project)["written"] == []  # unchanged and executed: nothing rewritten
+    left = tr.chapter_left("bg", project / "locale")   # the small project's chapter.po: extracted, not translated
+    assert left and f"chapter.po: {len(left)} messages to translate" in tr.summary({"bg": _build(project)})
     po = tr.catalogue_path("bg", project / "locale", tr.CHAPTER_DOMAIN)
     po.write_text(po.read_text(encoding="utf-8") + "\n", encoding="utf-8")   # the chapter layer's catalogue changed
     assert _build(project)["written"] == ["01-loop"]   # what it prints may have: executed again

@@ -614,7 +614,8 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
         catalog = read_catalogue(path, language)
         stamp = catalogue_stamp(language, locale)
         out = notebooks / language
-        done = report[language] = {"built": [], "written": [], "stale": {}, "removed": []}
+        done = report[language] = {"built": [], "written": [], "stale": {}, "removed": [],
+                                   "messages": chapter_left(language, locale)}
         for english in paths:
             nb, stale = translate(english, catalog, language)
             if stale:
@@ -638,6 +639,15 @@ def build(notebooks: Path = NOTEBOOKS, locale: Path = LOCALE, languages=tuple(LA
     return report
 
 
+def chapter_left(language: str, locale: Path = LOCALE) -> list[str]:
+    """The messages of the language's chapter.po not translated yet, or fuzzy: the notebooks print them in
+    English until they are."""
+    path = catalogue_path(language, locale, CHAPTER_DOMAIN)
+    if not path.exists():
+        return []
+    return [m.id for m in read_catalogue(path, language) if m.id and (not m.string or m.fuzzy)]
+
+
 def summary(report: dict, brief: bool = False) -> str:
     """What ``build`` did, a language a line and, unless ``brief``, a line for each notebook left to translate."""
     lines = []
@@ -651,6 +661,10 @@ def summary(report: dict, brief: bool = False) -> str:
             kinds = sorted({s.why.split(":")[0] for s in stale})
             lines.append(f"   {name}: {len(stale)} cells ({'; '.join(kinds)})")
         lines.extend(f"   removed {name}: its English notebook is gone" for name in done["removed"])
+        left = done.get("messages", [])
+        if left:
+            lines.append(f"   chapter.po: {len(left)} messages to translate or update (fuzzy), printed in English "
+                         f"until they are: {left[0][:60]!r}{', ...' if len(left) > 1 else ''}")
     return "\n".join(lines)
 
 
