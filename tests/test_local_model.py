@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness_lib import local, local_format
+from harness_lib import cli, local, local_format
 from harness_lib.chapter import plots
 from harness_lib.chapter import s12_local_model as s12
 from harness_lib.local import LocalModel, ModelFileError, NotInstalled, PortTaken, ServerFailed
@@ -123,6 +123,35 @@ def test_without_the_extra_it_says_how_to_install(monkeypatch, model_file):
     with pytest.raises(NotInstalled, match="make local"):
         local.model_path()
     assert s12.run_six() is None
+
+
+def test_switched_off_it_is_not_run_even_with_the_extra_and_says_so(monkeypatch, model_file, capsys):
+    """HARNESS_LOCAL_MODEL=off: notebook 12 and the commands take the model as missing, saying why in one line
+    (the tests use it where the model is not what they test: the browser's JupyterLab, the translated notebooks)."""
+    monkeypatch.setenv("HARNESS_LOCAL_MODEL", "off")
+    assert local.missing() == "switched off (HARNESS_LOCAL_MODEL=off)"
+    with pytest.raises(NotInstalled, match="switched off"):
+        LocalModel(model_file).start()
+    assert s12.run_six() is None
+    assert cli.main(["serve-local", "--port", "0"]) != 0
+    assert capsys.readouterr().err == "error: the local model is switched off (HARNESS_LOCAL_MODEL=off)\n"
+    monkeypatch.setenv("HARNESS_LOCAL_MODEL", "on")   # any other value: as if unset
+    assert local.missing() is None or "switched off" not in local.missing()
+
+
+@pytest.mark.parametrize("folder, switched", [("notebooks", True), ("notebooks/bg", True),
+                                              ("notebooks/hu/exercises", True), ("tests", False)])
+def test_nbvals_kernels_have_the_model_switched_off_and_the_tests_own_do_not(folder, switched, tmp_path):
+    """What tests/conftest.py gives a kernel started in a folder of notebooks/ (nbval's, in every language): the
+    model switched off; a kernel started elsewhere (the reader sessions', in a folder of their own) is as it was."""
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nprint(os.environ.get('HARNESS_LOCAL_MODEL'))")])
+    root = Path(__file__).resolve().parents[1]
+    NotebookClient(nb, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": str(root / folder)}}).execute()
+    assert nb.cells[0].outputs[0].text == ("off\n" if switched else "None\n")
 
 
 def test_a_port_taken_is_named_and_nothing_starts(fake):

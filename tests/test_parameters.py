@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import math
+import os
 from pathlib import Path
 
 import nbformat
@@ -134,6 +135,15 @@ def refusal(client, nb, at, setup, values) -> str:
     return error.traceback[0]
 
 
+def live_section_ran(nb) -> None:
+    """Notebook 12's reader session is where a notebook runs the local model whole (nbval's kernels have it switched
+    off: tests/conftest.py): where the model can run (and under HARNESS_REQUIRE_LOCAL=1, CI's), it must have run."""
+    from harness_lib import local
+    from harness_lib.chapter import s12_local_model as s12
+    if os.environ.get("HARNESS_REQUIRE_LOCAL") == "1" or local.missing() is None:
+        assert s12.ran_live(nb), f"the local model did not run: {s12.live_cells(nb)[0].outputs[:1]}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them(path, tmp_path):
@@ -152,6 +162,8 @@ def test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them(
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
         first = {i: kinds(c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+        if path.stem.startswith("12-"):
+            live_section_ran(nb)
         for index in reversed(first):
             client.execute_cell(nb.cells[index], index)  # raises on an error output
             assert kinds(nb.cells[index].outputs) == first[index], ("again alone", nb.cells[index].source)

@@ -22,9 +22,10 @@ what differs is when the modules were imported, and so:
 - the kernels share the server's hash seed (``random`` and numpy's global generator are reseeded at the fork).
 
 If the server dies, the kernel asked for meanwhile starts fresh and the next one from a new server. Where a
-reader's kernels start, the tests keep fresh ones: the browser test's JupyterLab, ``make chapter``,
-tests/test_loaded.py's child pytest and the benchmarks start their own, and ``HARNESS_TEST_WARM_KERNELS=0``
-turns this off for a whole run.
+reader's kernels start, a test may fork them too, through ``site``: the browser test's JupyterLab and the fresh
+clone's ``make chapter`` (tests/test_executed.py), whose tests check what a reader sees and what a run writes, not
+how long a kernel's imports take; tests/test_loaded.py's child pytest and the benchmarks start their own, and
+``HARNESS_TEST_WARM_KERNELS=0`` turns this off for a whole run.
 """
 
 from __future__ import annotations
@@ -121,3 +122,50 @@ class WarmKernels:
             _provisioner.launch_kernel = self._before
         while self.launchers:
             self.launchers.popitem()[1].close()
+
+
+# -- in another process: a command under test --------------------------------------------------------------------
+# A sitecustomize for a command a test starts (JupyterLab, `make chapter`): in the first process that reads it (the
+# variable is taken out of the environment its children inherit), the kernels it launches forked as above; when that
+# process ends, a line "FORKED FRESH" is added to the file ``kernels`` beside it.
+SITECUSTOMIZE = """import os, sys
+_tests = os.environ.pop("HARNESS_TEST_WARM_SITE", None)
+if _tests:
+    import atexit
+    sys.path.insert(0, _tests)
+    import warm_kernels
+    sys.path.remove(_tests)
+    warm_kernels.PER_KERNEL += tuple(filter(None, os.environ.pop("HARNESS_TEST_WARM_PER_KERNEL", "").split(",")))
+    _warm = warm_kernels.WarmKernels(dict(os.environ))
+    _warm.install()
+    def _said():
+        with open(os.path.join(os.path.dirname(__file__), "kernels"), "a") as f:
+            f.write(f"{_warm.forked} {_warm.fresh}\\n")
+    atexit.register(_said)
+"""
+
+
+def enabled() -> bool:
+    return os.environ.get("HARNESS_TEST_WARM_KERNELS", "1") != "0" and sys.platform.startswith("linux")
+
+
+def site(folder, per_kernel: tuple[str, ...] = ()) -> dict[str, str]:
+    """What a command's environment needs for its kernels to be forked (``SITECUSTOMIZE``, written into
+    ``folder``): ``PYTHONPATH`` to put first and the variables that switch it on; ``per_kernel``, variables the
+    command sets for each kernel (none of ``MODULES`` reads them). Nothing when the tests' kernels start fresh."""
+    if not enabled():
+        return {}
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
+        f.write(SITECUSTOMIZE)
+    return {"PYTHONPATH": str(folder), "HARNESS_TEST_WARM_SITE": os.path.dirname(os.path.abspath(__file__)),
+            "HARNESS_TEST_WARM_PER_KERNEL": ",".join(per_kernel)}
+
+
+def counted(folder) -> list[tuple[int, int]]:
+    """(forked, fresh) of each process of ``site(folder)`` that has ended."""
+    path = os.path.join(folder, "kernels")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [tuple(map(int, line.split())) for line in f.read().splitlines()]
