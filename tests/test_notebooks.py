@@ -8,6 +8,7 @@ import base64
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -293,15 +294,32 @@ def test_a_failing_notebook_starts_no_other_and_raises(monkeypatch):
 
 def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
     """Ctrl-C while two notebooks run: their kernels are shut down, the third is never started, the call returns
-    without waiting for the notebooks' threads (a client whose kernel died can wait on it for ever)."""
+    without waiting for the notebooks' threads (a client whose kernel died can wait on it for ever). One of the two
+    kernels was still being started when Ctrl-C came (no process yet: nothing to stop), and its process began
+    just after: it is stopped too (left running, it failed once the exit removed its sockets' folder, with a
+    traceback on the reader's terminal)."""
     import signal
     import threading
     started, stopped = [], []
     both = threading.Barrier(3, timeout=10)
+    pressed = threading.Event()
 
     class Kernel:
-        def __init__(self):
-            self.down = threading.Event()
+        def __init__(self, late: bool):
+            self.down, self.up = threading.Event(), threading.Event()
+            if late:   # its process begins a moment after Ctrl-C
+                threading.Thread(target=self.begin, daemon=True).start()
+            else:
+                self.up.set()
+
+        def begin(self):
+            pressed.wait(10)
+            time.sleep(0.3)
+            self.up.set()
+
+        @property
+        def has_kernel(self) -> bool:
+            return self.up.is_set() and not self.down.is_set()
 
         def shutdown_kernel(self, now=False):
             stopped.append(now)
@@ -309,7 +327,7 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
 
     def body(path):
         started.append(path.name)
-        km = Kernel()
+        km = Kernel(late=path.name == "b.ipynb")
         notebooks._RUNNING.add(km)
         try:
             both.wait()
@@ -323,6 +341,7 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
         both.wait()
         handler.append(signal.getsignal(signal.SIGINT))   # said if the test fails: what the Ctrl-C met
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        pressed.set()
 
     _fake_execute(monkeypatch, body)
     # Ctrl-C as `make chapter`'s process takes it, Python's own handler, whatever an earlier test in this worker
@@ -338,7 +357,6 @@ def test_ctrl_c_stops_the_kernels_running_and_starts_no_other(monkeypatch):
     finally:
         signal.signal(signal.SIGINT, before)
     assert sorted(started) == ["a.ipynb", "b.ipynb"] and stopped == [True, True]
-    import time
     deadline = time.monotonic() + 10   # they heard their kernels end (the call waits 2 s at most, then leaves them)
     while notebooks._RUNNING and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -180,13 +180,15 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
                 t.join(0.2)   # with a timeout: a Ctrl-C landing just before a wait without one went unheard
     except BaseException as e:   # Ctrl-C, a signal: start no other notebook, stop the kernels running
         failed.append(e)
-        for km in list(_RUNNING):
-            with contextlib.suppress(Exception):
-                km.shutdown_kernel(now=True)
+        _stop_kernels()
         deadline = time.monotonic() + 2
         for t in threads:   # those that hear their kernel end, end; the others are left to the exit
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
+        # Again: a kernel that was being started when Ctrl-C came had no process to stop yet, and its thread went
+        # on to start it. Left running, it outlived this process and failed once the exit removed its sockets'
+        # folder, with a traceback on the reader's terminal.
+        _stop_kernels()
         # A client whose thread is left to the exit keeps the cleanup nbclient registered with atexit, which would
         # run at exit on a kernel manager it may have let go of already, and print a traceback: the kernels are
         # stopped above, so that cleanup has nothing left to do, now or if its thread registers it later.
@@ -197,6 +199,14 @@ def execute_all(paths=None, timeout: int = 600, say=None, jobs: int = 1) -> dict
     if failed:
         raise failed[0]
     return {p.name: times[p.name] for p in paths}
+
+
+def _stop_kernels() -> None:
+    """Stop the kernel of every notebook executing now (one not started yet has nothing to stop)."""
+    for km in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
 
 
 def _nothing() -> None:
