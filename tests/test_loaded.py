@@ -41,3 +41,9 @@ def test_timed_notebooks_print_the_same_figures_with_every_core_busy(every_core_
          str(ROOT / "tests" / "sanitize.cfg"), "-p", "no:cacheprovider", "-q", "-x", "--rootdir", str(ROOT)],
         cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_make_test_leaves_out_the_translated_copies_of_these_notebooks_and_no_other():
+    """The Makefile's TIMED (the translated notebooks `make test` leaves to `make test-timed-translations`) is TIMED."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("TIMED = "))
+    assert line.split("=", 1)[1].split() == TIMED
