@@ -7,7 +7,6 @@ notebooks' kernels included (they inherit this environment): the tests check the
 the reader happens to have configured. Tests of the seam set the variables themselves (monkeypatch)."""
 
 import os
-import sys
 from pathlib import Path
 
 import jupyter_client.provisioning.local_provisioner as provisioner
@@ -151,13 +150,12 @@ _warm_kernels = _unwrapped = None
 
 
 def pytest_configure(config):
-    global _warm_kernels
-    if os.environ.get("HARNESS_TEST_WARM_KERNELS", "1") != "0" and sys.platform.startswith("linux"):
-        import warm_kernels
+    global _warm_kernels, _unwrapped
+    import warm_kernels
+    if warm_kernels.enabled():
         warm_kernels.PER_KERNEL += ("HARNESS_LOCAL_MODEL",)
         _warm_kernels = warm_kernels.WarmKernels(dict(os.environ))
         _warm_kernels.install()
-    global _unwrapped
     _unwrapped = provisioner.launch_kernel
     provisioner.launch_kernel = _model_off_in_notebooks(_unwrapped)
 
