@@ -15,6 +15,8 @@ from pathlib import Path
 import nbformat
 from built_cells import NOTEBOOKS, load
 
+from harness_lib.chapter import checking
+
 CHECK = "check"
 
 
@@ -50,10 +52,15 @@ def parameters(stem: str, folder: Path = NOTEBOOKS) -> dict:
     return {k: v for k, v in values.items() if not k.startswith("__")}
 
 
-def report(stem: str, which: int = 0, namespace: dict | None = None):
+def report(stem: str, which: int = 0, namespace: dict | None = None, until_first_failure: bool = False):
     """The report of the notebook's ``which``-th check cell on ``namespace`` (default: the build cells' own) and the
-    notebook's parameters, with the process's shared scripted provider, as in a kernel."""
+    notebook's parameters, with the process's shared scripted provider, as in a kernel. ``until_first_failure``: the
+    cases after the first that fails are not run (``checking.UNTIL_FIRST_FAILURE``)."""
     namespace = load(stem) if namespace is None else namespace
     for name, value in parameters(stem).items():
         namespace.setdefault(name, value)
-    return asyncio.run(_run_check(check_cells(stem)[which], namespace))
+    token = checking.UNTIL_FIRST_FAILURE.set(until_first_failure)
+    try:
+        return asyncio.run(_run_check(check_cells(stem)[which], namespace))
+    finally:
+        checking.UNTIL_FIRST_FAILURE.reset(token)

@@ -337,7 +337,7 @@ class Check:
                 return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
             differs = [f.key for f in self.fields if f.differ(expected, ran.fields)] if ran.fields is not None else []
             report.rows.append(Row(case, expected, ran, differs))
-            if ran.hung is not None:
+            if ran.hung is not None or (UNTIL_FIRST_FAILURE.get() and not report.rows[-1].passed):
                 report.not_run = [c.name for c in self.cases[n + 1:]]
                 break
         report.hint = self._explain(report)
@@ -399,6 +399,11 @@ def _functions(pieces: dict) -> list:
             found += [v.fget for v in vars(piece).values() if isinstance(v, property) and v.fget is not None]
     return found
 
+
+# The cases after the first that fails, not run (listed as not run, as after one that hung): for the tests that run
+# each written-out mistake through its check (tests/test_checks.py), which look at the first failure and its hint
+# only. A reader's check always runs every case.
+UNTIL_FIRST_FAILURE: ContextVar[bool] = ContextVar("checking_until_first_failure", default=False)
 
 _LIBRARY: dict[tuple[str, str], dict] = {}
 
