@@ -246,6 +246,10 @@ class Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's listen backlog is 5: sixteen clients connecting at once to a server whose thread is slow to
+    # accept (a loaded machine) overflowed it, and one got "connection reset by peer" (once, in make test's
+    # test_concurrent_requests_all_succeed_with_correct_usage). Linux caps it at net.core.somaxconn.
+    request_queue_size = 128
 
     def __init__(self, address, latency_ms: float = 0.0):
         super().__init__(address, Handler)
