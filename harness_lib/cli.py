@@ -253,6 +253,7 @@ class Signalled(BaseException):
 
 
 _closing = [False]  # set once main is on its way out: a signal then is let go, never raised mid-cleanup
+_held: list[int] = []  # signals that came once the run was over, before its event loop was closed (_hold)
 
 
 def _raise_signalled(signum, frame):
@@ -277,11 +278,32 @@ def quiet_signals():
             signal.signal(s, handler)
 
 
+def _hold(signum, frame):
+    _held.append(signum)
+
+
+@contextlib.contextmanager
+def _held_until_the_loop_is_closed():
+    """Puts back the handlers there were before the event loop, once it is closed, and acts on a signal held
+    since the run ended (``_hold``): raised now, it lands in plain code, not inside asyncio."""
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is _hold:  # (only _on_signals, in the main thread, puts it there)
+            for s, handler in before.items():
+                signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+            got, _held[:] = _held[:1], []
+            if got:
+                signal.raise_signal(got[0])
+
+
 def _arun(make):
     """``asyncio.run(make())``, with no instant at which a signal leaves something half made. The loop is built
     with SIGINT and SIGTERM held: one landing midway (its exception raised from ``quiet_signals``) left a
     half-built loop whose clean-up printed a traceback; held, it lands once the loop is whole. The run's
-    coroutine is made once the loop is there, and closed if it never ran (no "never awaited" warning)."""
+    coroutine is made once the loop is there, and closed if it never ran (no "never awaited" warning). A signal
+    that comes once the run is over is held until the loop is closed (``_on_signals``), then acted on."""
     import asyncio
 
     def whole_loop():
@@ -292,16 +314,17 @@ def _arun(make):
             if held is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
-    if not hasattr(asyncio, "Runner"):  # Python 3.10 has no Runner to build the loop: asyncio.run, as before
-        return asyncio.run(make())
-    coro = None
-    try:
-        with asyncio.Runner(loop_factory=whole_loop) as runner:  # (entering it builds the loop)
-            coro = make()
-            return runner.run(coro)
-    finally:
-        if coro is not None:
-            coro.close()  # a coroutine that ran is done by now: only one never started is closed here
+    with _held_until_the_loop_is_closed():
+        if not hasattr(asyncio, "Runner"):  # Python 3.10 has no Runner to build the loop: asyncio.run, as before
+            return asyncio.run(make())
+        coro = None
+        try:
+            with asyncio.Runner(loop_factory=whole_loop) as runner:  # (entering it builds the loop)
+                coro = make()
+                return runner.run(coro)
+        finally:
+            if coro is not None:
+                coro.close()  # a coroutine that ran is done by now: only one never started is closed here
 
 
 @contextlib.contextmanager
@@ -309,8 +332,8 @@ def _on_signals(stop: GracefulStop, heard: list[int]):
     """While the run goes, Ctrl-C and SIGTERM are requests to its ``GracefulStop``: the first stops it at the
     next step boundary (the reply or tool result in flight is saved, so no turn is paid and lost); a second
     one, or ``runs.GRACE_S`` later, cancels it now; any more are ignored. The handlers are Python's own (not
-    the loop's), and the ones before are put back in one step when the run ends, so there is no instant at
-    which a signal kills the process."""
+    the loop's), so there is no instant at which a signal kills the process. When the run ends, a signal is
+    held (``_hold``) until ``_arun`` has closed the loop, which then puts back the handlers found here."""
     import asyncio
     loop = asyncio.get_running_loop()
 
@@ -325,12 +348,18 @@ def _on_signals(stop: GracefulStop, heard: list[int]):
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {s: signal.signal(s, handler) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, handler)
     try:
         yield
     finally:
-        for s, h in before.items():
-            signal.signal(s, h)
+        # Not the handlers before (``quiet_signals``' raise): the run is over but its loop still runs, and
+        # closes. An exception raised from a signal there lands inside asyncio: in the callback that stops the
+        # loop (logged as a traceback, and the loop never stopped: the process hung, deaf to any signal) or
+        # halfway through loop.close() (its self-pipe closed but kept, so the loop's __del__ closed it again:
+        # "ValueError: Invalid file descriptor: -1"). Held, it is acted on once the loop is closed.
+        for s in SIGNALS:
+            signal.signal(s, _hold)
 
 
 def _say(line: str) -> None:

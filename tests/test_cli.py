@@ -181,3 +181,56 @@ def test_on_python_3_10_without_asyncio_runner_a_run_still_runs(monkeypatch, cap
     monkeypatch.delattr(asyncio, "Runner")
     assert main(["run", "plan", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "completed"
+
+
+# -- a second signal once the run is over, while its event loop stops and closes -------------------------------
+# The operator campaign saw it once (SIGINT twice, at saved + 0.195 s): the first stopped the run; the second came
+# once the run's handlers were gone and its exception was raised inside asyncio, halfway through loop.close() (the
+# self-pipe closed but kept, so the loop's __del__ closed it again: "ValueError: Invalid file descriptor: -1"), or
+# in the callback that stops the loop (logged as a traceback; the loop never stopped and the process hung, deaf to
+# any signal). Such a signal is now held until the loop is closed, then acted on.
+SIGNAL_AS_THE_LOOP_ENDS = '''
+import asyncio.base_events as be, os, signal, socket, sys
+from harness_lib import loop
+sig, moment = getattr(signal, sys.argv[1]), sys.argv[2]
+recorded = loop.record
+def record(*args):  # the first signal: while the run goes (it stops at the next step)
+    if not getattr(record, "sent", False):
+        record.sent = True
+        os.kill(os.getpid(), sig)
+    return recorded(*args)
+loop.record = record
+def again():  # the second: exactly at the moment asked for
+    if not getattr(again, "sent", False):
+        again.sent = True
+        os.kill(os.getpid(), sig)
+stop_the_loop = be._run_until_complete_cb
+def stopping(fut):  # the run's task has ended and tells the loop to stop
+    again()
+    stop_the_loop(fut)
+closed = socket.socket.close
+def close(self):  # the loop has closed its self-pipe's reading end, not yet forgotten it
+    closed(self)
+    if sys._getframe(1).f_code.co_name == "_close_self_pipe":
+        again()
+if moment == "stopping":
+    be._run_until_complete_cb = stopping
+else:
+    socket.socket.close = close
+from harness_lib.cli import main
+sys.exit(main(sys.argv[3:]))
+'''
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("moment", ["stopping", "closing"])
+def test_a_second_signal_while_the_event_loop_ends_stops_in_one_line(tmp_path, sig, code, moment):
+    from harness_lib.state import load
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AS_THE_LOOP_ENDS, sig, moment, "run", "runaway", "--budget",
+                           "0.01", "--run-id", "r1", "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=30)   # (a hang, before: the loop never stopped)
+    lines = done.stderr.splitlines()
+    assert done.returncode == code and len(lines) == 2 and lines[1].startswith("stopped by "), done.stderr[-1500:]
+    assert load(tmp_path, "r1").status == "interrupted"   # saved at the step the first signal stopped it
+    assert main(["resume", "r1", "--state-dir", str(tmp_path)]) == 0
+    assert load(tmp_path, "r1").status == "budget_exceeded"
