@@ -161,6 +161,15 @@ def count_tracebacks(case: Case, *errs: str):
         case.problems.append(f"traceback: {err.strip()[-300:]}")
 
 
+def settled(provider, timeout_s: float = 5.0) -> None:
+    """Until the provider holds no connection of the ended process: a request it sent just before it was stopped is
+    billed (``requests``) after the provider's latency, once the process is gone. Read before, the count missed it,
+    and the same request was found again after resuming ("10 requests for 9 turns after resuming", once)."""
+    deadline = time.monotonic() + timeout_s
+    while provider._server.connections and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def final(case: Case, state_dir: Path, run_id: str):
     try:
         return load(state_dir, run_id)
@@ -266,6 +275,7 @@ def signal_case(rng: random.Random) -> Case:
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(sig)
         code, out, err = finish(p)
+        settled(provider)
         count_tracebacks(case, err)
         startup = {1, -signal.SIGINT} if case.startup_tracebacks else set()
         # 128 + n is what main returns; -n is a signal landing while the interpreter shuts down, after
