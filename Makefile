@@ -29,7 +29,7 @@ chapter: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python -m harness_lib.chapter.refresh
 
-# One worker process more than the cores (pytest-xdist's `-n auto`, as tests/conftest.py defines it, with what stays
+# Two worker processes more than the cores (pytest-xdist's `-n auto`, as tests/conftest.py defines it, with what stays
 # together and what goes first):
 # `make test TEST_JOBS=0` runs it all in pytest's own process, as before.
 # Bytecode is written and read, Python's default, even where the machine turns writing off (PYTHONDONTWRITEBYTECODE

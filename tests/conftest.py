@@ -46,7 +46,7 @@ def url(provider):
 
 
 # -- make test on every core ---------------------------------------------------------------------------------
-# `make test` runs the suite in one worker process more than the cores (pytest-xdist, `-n auto`; see
+# `make test` runs the suite in two worker processes more than the cores (pytest-xdist, `-n auto`; see
 # pytest_xdist_auto_num_workers below). The unit of work a worker takes is a
 # file: a notebook's nbval cells share one kernel and run in order, and a test file's module-scoped fixtures
 # (the crash and operator campaigns, JupyterLab) are set up once. The files in SPREAD are the exception: each of
@@ -80,15 +80,17 @@ HEAVIEST = (
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """What `-n auto` means here: one worker more than the cores this process may use. Many tests spend their time
+    """What `-n auto` means here: two workers more than the cores this process may use. Many tests spend their time
     waiting (09's scans, 11's latencies, the campaigns' races, a kernel starting, the local model's one thread), so
-    with a worker a core, a core idles while its worker waits; the worker beyond them works meanwhile (two cores:
-    10 min 16 s with two workers, 9 min 20 s with three, 9 min 34 s with four; docs/benchmarks.md).
-    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's to follow."""
+    with a worker a core, a core idles while its worker waits. One worker takes the tests that wait most (WAITING,
+    below), and one more than the cores computes beside the others meanwhile (two cores, CI's way, the same tree:
+    542 s of pytest with three workers, the cores idle 128 s; 496 s with four, idle 43 s, the CPU the same 940 s;
+    before the waiting tests had a worker of their own, a fourth worker had cost more than it saved;
+    docs/benchmarks.md). PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's to follow."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cores + 1
+    return cores + 2
 
 
 # The units that mostly wait (for a scan, a latency, a race, a child process): on the cores' CPU, a few seconds for a
