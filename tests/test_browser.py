@@ -338,7 +338,7 @@ def _menu(page, menu: str, item: str):
 
 
 def _prompts(page) -> list[str]:
-    return page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    return page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt").all_text_contents()
 
 
 def _until_run(page, timeout_s: float = 240):
