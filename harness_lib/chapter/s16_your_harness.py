@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from . import figures, params
-from .checking import NOT_WRITTEN, _in_thread, _one_line, _reader_frames, ending
+from .checking import NOT_WRITTEN, QUICK_SCAN, _in_thread, _one_line, _reader_frames, ending
 from .language import N_, Text, _
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
@@ -41,7 +41,6 @@ PARAMETERS = {"DEADLINE_S": params.Number(1, 60, closed=True, unit=" s")}  # an 
 PIECES = ("new_state", "save", "load", "approve", "reject", "harness")
 
 REASON = "I only asked which file mentions a timeout; do not delete anything."
-QUICK_SCAN = {"seconds": 0.3, "every": 400}   # statuses and a reason do not depend on the scan's length
 DEADLINE_S = 10.0                              # an experiment's own time (the runaway's four caps: about 1 s)
 FIELDS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer", "messages")
 # The runs' labels, in the table of runs beside the library's (a label is also the key the two sides share)
