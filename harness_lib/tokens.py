@@ -335,6 +335,20 @@ class _Heads:
 _heads = _Heads()
 
 
+def _after_fork_in_child() -> None:
+    """A process forked while another thread of its parent counted (a provider's thread, serving) starts with that
+    thread's lock held for ever, and the counts it was changing half changed: such a cache starts afresh."""
+    global _memo, _heads
+    if _memo.lock.locked():
+        _memo = _Memo()
+    if _heads.lock.locked():
+        _heads = _Heads()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def count(text: str) -> int:
     """Tokens in ``text``; special-token strings count as ordinary text, as in a user's message.
 

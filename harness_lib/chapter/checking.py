@@ -8,44 +8,56 @@ knows (``Hint``: when a difference looks like one, the hint says what to change)
 notebook's cell tagged ``check`` returns a ``Report``: a table (case, expected, yours, pass), the line ``N of M
 cases pass`` and, for the first case that fails, what differs and why it matters, in one line more.
 
-The reader's piece is not to be trusted, and the check says so in one line, never a traceback:
+The reader's piece is not to be trusted, and the check says so in one line, never a traceback, and is never wrong
+about it (docs/checks.md):
 
+* each case runs in a process of its own, forked from the kernel (``sandbox``): whatever the piece changes (its
+  arguments, a module's constants, the working folder, the streams, a provider) ends with the process; a piece
+  that hangs, blocks in a system call or catches every exception is ended with its process at the deadline, and
+  the threads and processes it leaves are named and ended; the check stops at the first case that hangs;
+* what the piece returns comes back as plain data (``plain``), read for what it holds: an object that lies about
+  equality or membership, or a value that is not data, is one line and never a pass;
 * a stub (``raise NotImplementedError`` in the reader's cell): "not written yet: write `capped_loop` ...";
-* a piece that raises: the exception in one line, with the case and the line of the cell it came from;
-* a piece that hangs: each case runs in a thread of its own with its own event loop, under a deadline; past it
-  the case is cancelled, and a piece deaf to cancellation (a ``while True`` that never awaits) is interrupted
-  in its thread. Nothing is left running; the check stops at the first case that hangs;
-* a piece that deletes files acts on a fresh copy of the workspace per case, never the project's;
-* the reader's variables are never touched: each case gets its own messages, state and tools.
+* a piece that raises: the exception in one line (even one whose message cannot be made), with the case and the
+  line of the cell it came from; output is bounded, whatever the piece prints or returns;
+* a piece that deletes files acts on a fresh copy of the workspace per case; the project's ``data/`` is checked
+  before a check and watched during it (``project``), the notebook's folder too;
+* a restart is a new process: a case whose run stops and goes on elsewhere (07's verdicts across a restart) goes on
+  in a new process forked from the kernel, with only what it saved.
 
-The toolbar's Stop ends a check as it ends an experiment: ``Stopped``, one line, the case in progress stopped.
-The library's answers are computed once per kernel and kept (the scripted model is a pure function).
+The toolbar's Stop ends a check as it ends an experiment: ``Stopped``, one line, the case's process ended. The
+library's answers are computed once per kernel, against the checks' own provider, and kept (the scripted model is a
+pure function); one that failed is never kept.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
 import functools
 import html
-import sys
+import os
 import threading
 import time
 import traceback
+import types
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import pandas as pd
 
+from . import project, sandbox
 from .language import C_, N_, Text, _, in_context
+from .plain import cut, one_line, plain, type_name
+from .sandbox import Shape, ending  # noqa: F401 - the checks raise the one, a case asks the other
 from .stop_button import check as stop_pressed
 from .stop_button import whole
 
 DEADLINE_S = 4.0   # a case's own time: the scripted provider answers in milliseconds; a case takes a few dozen, and
                    # a machine busy with three test workers and two kernels can make that a second or two
-GRACE_S = 1.0      # after the deadline, how long a cancelled case may take to end before its thread is interrupted
-GIVE_UP_S = 2.0    # ... and how long it is interrupted before the check says it could not be stopped
+RESTART = "restart"   # the key of what ``yours`` returns to go on in a new process (``Check._case``)
+RESTARTS = 8          # processes a case may run in, at most
+CELL_LIMIT = 160   # characters of one value in a check's table
+LINE_LIMIT = 600   # characters of one line of a check's verdict
 
 
 # -- what a check is made of -------------------------------------------------------------------------------
@@ -61,7 +73,9 @@ class Case:
 
 @dataclass(frozen=True)
 class Field:
-    """One thing compared: ``key`` in the results, ``show`` how it reads in the table, ``same`` how two compare."""
+    """One thing compared: ``key`` in the results, ``show`` how it reads in the table, ``same`` how two compare.
+    Both sides are plain data (``plain.plain``) by then: what the reader's piece returned never reaches them as it
+    was, and a ``show`` or ``same`` that cannot read a value says so instead of raising."""
     key: str
     show: Callable[[Any], str] = str
     same: Callable[[Any, Any], bool] = lambda a, b: a == b
@@ -71,14 +85,28 @@ class Field:
     follows: bool = False      # follows from the other fields (a transcript): said only when nothing else differs
 
     def differ(self, expected: dict, yours: dict) -> bool:
-        return not self.same(expected.get(self.key), yours.get(self.key))
+        try:
+            return not self.same(expected.get(self.key), yours.get(self.key))
+        except Exception:  # noqa: BLE001 - two values that cannot be compared are not the same
+            return True
+
+    def shown(self, value) -> str:
+        try:
+            text = self.show(value)
+        except Exception:  # noqa: BLE001 - a value the field cannot read is shown as it is
+            text = _plain(value)
+        return cut(str(text), CELL_LIMIT)
 
     def tell(self, expected: dict, yours: dict) -> str:
         e, y = expected.get(self.key), yours.get(self.key)
         if self.describe is not None:
-            return self.describe(e, y)
+            try:
+                return self.describe(e, y)
+            except Exception:  # noqa: BLE001 - the difference in words could not be made: said plainly
+                pass
         named = in_context("field", self.label or self.key)
-        return _("{field}: expected {expected}, yours {yours}").format(field=named, expected=_plain(e), yours=_plain(y))
+        return _("{field}: expected {expected}, yours {yours}").format(
+            field=named, expected=cut(_plain(e), CELL_LIMIT), yours=cut(_plain(y), CELL_LIMIT))
 
 
 def _plain(value) -> str:
@@ -89,8 +117,8 @@ def _plain(value) -> str:
     if isinstance(value, float):
         return f"{value:.6f}"
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return "[" + ", ".join(value) + "]"
-    return repr(value) if not isinstance(value, str) else value
+        return cut("[" + ", ".join(value) + "]", CELL_LIMIT)
+    return cut(repr(value), CELL_LIMIT) if not isinstance(value, str) else cut(value, CELL_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -101,129 +129,76 @@ class Hint:
     when: Callable[[Case, dict, dict], bool]
 
 
-class Shape(Exception):
-    """What a piece returned is not what the section's piece returns: one line, said as it is."""
-
-
-class _OutOfTime(BaseException):
-    """Raised inside a piece deaf to cancellation, in its own thread, when its deadline is long past."""
-
-
 # -- the reader's piece, run on one case ---------------------------------------------------------------------
 @dataclass
 class Ran:
     """What one case of the reader's piece came to: ``fields`` (it returned), or ``raised`` (one line),
-    ``hung`` (it was stopped), ``stub`` (the name of the piece not written yet)."""
+    ``hung`` (it was stopped), ``stub`` (the name of the piece not written yet); ``left``: what it left running,
+    ended with the case."""
     fields: dict | None = None
     raised: str | None = None
     hung: str | None = None
     stub: str | None = None
+    left: list[tuple] = field(default_factory=list)
+    wrote: list[str] = field(default_factory=list)
 
 
-def _reader_frames(tb, files: set[str]):
-    return [f for f in traceback.extract_tb(tb) if f.filename in files]
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-
-
-async def _in_thread(factory: Callable[[], Awaitable[dict]], deadline: float) -> tuple[str, Any]:
-    """Run ``factory()`` in a thread of its own, on an event loop of its own, for at most ``deadline`` seconds.
-    Returns ("ok", value), ("raised", exception) or ("hung", whether it could be stopped). A case past its
-    deadline is cancelled; if it does not end within ``GRACE_S``, its thread is interrupted (``_OutOfTime``, which
-    no ``except Exception`` catches) until it ends."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future = loop.create_future()
-    inside: dict = {}
-
-    def finish(outcome):
-        if not done.done():
-            done.set_result(outcome)
-
-    async def case():
-        inside["loop"], inside["task"] = asyncio.get_running_loop(), asyncio.current_task()
-        inside["loop"].set_exception_handler(_quiet_about_interruptions)
-        _ENDING.set(inside.setdefault("ending", threading.Event()))
-        return await factory()
-
-    def work():
-        outcome: tuple | None = None
-        while True:  # an interruption sent as the case ended may land here: it is taken and the tail run again
-            try:
-                if outcome is None:
-                    try:
-                        outcome = ("ok", asyncio.run(case()))
-                    except BaseException as error:  # noqa: BLE001 - the reader's piece may raise anything
-                        outcome = ("raised", error)
-                inside["ended"] = True   # _end sends no interruption after this
-                _clear_interruption()
-                loop.call_soon_threadsafe(finish, outcome)
-                return
-            except _OutOfTime:
-                outcome = outcome or ("hung", False)
-            except RuntimeError:  # the caller's loop has closed: nobody is waiting for the outcome
-                return
-
-    thread = threading.Thread(target=work, name="check: one case", daemon=True)
-    thread.start()
-    try:
-        return await asyncio.wait_for(asyncio.shield(done), deadline)
-    except asyncio.TimeoutError:
-        return ("hung", await _end(thread, inside))
-    except asyncio.CancelledError:  # Stop pressed during the case: the case goes with the check
-        await _end(thread, inside)
-        raise
-
-
-async def _end(thread: threading.Thread, inside: dict) -> bool:
-    """Cancel the case's task; if it has not ended within ``GRACE_S``, interrupt its thread (waking its loop each
-    time) until it ends or ``GIVE_UP_S`` more have passed. True once the thread has ended."""
-    case_loop, task = inside.get("loop"), inside.get("task")
-
-    def wake(callback):
-        try:
-            case_loop.call_soon_threadsafe(callback)
-        except (RuntimeError, AttributeError):  # its loop has closed, or never started: nothing to wake
-            pass
-
-    inside.setdefault("ending", threading.Event()).set()
-    if task is not None:
-        wake(lambda: task.cancel("the check's deadline"))
-    started = time.monotonic()
-    while thread.is_alive() and time.monotonic() - started < GRACE_S + GIVE_UP_S:
-        if time.monotonic() - started >= GRACE_S and CPYTHON and not inside.get("ended"):
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_OutOfTime))
-            wake(lambda: None)  # a thread asleep in its loop's select runs no bytecode to raise in
-        await asyncio.sleep(0.02)
-    return not thread.is_alive()
-
-
-CPYTHON = sys.implementation.name == "cpython"
 NOT_WRITTEN = N_("not written yet: write `{name}` in its cell above, where it says YOUR CODE HERE")
-_ENDING: ContextVar[threading.Event | None] = ContextVar("checking_case_ending", default=None)
+# TRANSLATORS: {kind}: a type's name (`Liar`, `ndarray`); {where}: where it was, as Python reads it (['turns'])
+NOT_PLAIN = N_("returned a `{kind}` at {where}, not plain data: return built-in values (numbers, strings, lists, "
+               "dicts), which the check compares as they are")
+TOO_MUCH = {  # TRANSLATORS: {where}: where, as Python reads it (['messages']); {limit}: a number (200,000)
+    "values": N_("returned more than {limit:,} values at {where}: a piece of this section returns a few fields"),
+    "characters": N_("returned more than {limit:,} characters at {where}: a piece of this section returns a few "
+                     "fields"),
+    "depth": N_("returned values nested more than {limit} deep at {where} (does a list or a dict hold itself?)"),
+}
+DIED = {  # how the process of a case ended before it answered
+    "exit": N_("ended its process (exit code {how}) before it answered: a piece returns its result, it never ends "
+               "the process"),
+    "signal": N_("ended its process ({how}) before it answered: a piece returns its result, it never ends the "
+                 "process"),
+    "silent": N_("closed what it answers through before it answered"),
+}
 
 
-def ending() -> bool:
-    """Inside a case: whether the check itself is ending it (its deadline, or Stop), so that a cancellation is not
-    the piece's doing. (Python 3.10 has no ``Task.cancelling``.)"""
-    event = _ENDING.get()
-    return event is not None and event.is_set()
+def outcome_line(outcome: sandbox.Outcome, deadline: float) -> str | None:
+    """What a case that did not return comes to, in one line (None: it returned)."""
+    if outcome.kind == "hung":
+        return _("still running after {seconds:g} s: stopped").format(seconds=deadline)
+    if outcome.kind == "died":
+        how = outcome.died or ("silent",)
+        return _(DIED[how[0]]).format(how=how[1] if len(how) > 1 else "")
+    if outcome.kind != "raised":
+        return None
+    error = outcome.error or {}
+    if error.get("not_plain"):
+        kind, where, why, limit = error["not_plain"]
+        where = where or _("the top")
+        return _(TOO_MUCH[why]).format(where=where, limit=limit) if why else _(NOT_PLAIN).format(kind=kind,
+                                                                                             where=where)
+    if error.get("shape") is not None:
+        return cut(_(error["shape"]), LINE_LIMIT)
+    frames = error.get("frames") or []
+    if frames:
+        return _("raised {error} (line {line} of `{name}`)").format(error=error.get("line"), line=frames[-1][0],
+                                                                   name=frames[-1][1])
+    return _("raised {error}").format(error=error.get("line"))
 
 
-def _quiet_about_interruptions(loop, context) -> None:
-    """A case's loop says nothing of a task the check itself interrupted (it is reported as a hang); the rest as
-    asyncio would."""
-    if not isinstance(context.get("exception"), _OutOfTime):
-        loop.default_exception_handler(context)
-
-
-def _clear_interruption() -> None:
-    """Drop an interruption sent to this thread and not raised yet (it would land after the case, in threading's
-    own code)."""
-    if CPYTHON:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
+def left_words(item: tuple) -> str:
+    """A thread or a process a piece left running, in a few words."""
+    if item[0] == "process":
+        # TRANSLATORS: a process a piece left running: its command line, `sleep 300`
+        return _("process `{command}`").format(command=item[1])
+    _kind, name, running, place = item
+    if running:
+        # TRANSLATORS: a thread a piece left running: its name, and the function it was started to run
+        return _("thread '{name}' running {target}").format(name=name, target=running)
+    if place:
+        # TRANSLATORS: a thread a piece left running: its name, and the function and line it is in now
+        return _("thread '{name}' in {place}").format(name=name, place=place)
+    return _("thread '{name}'").format(name=name)
 
 
 # -- the report --------------------------------------------------------------------------------------------
@@ -241,8 +216,10 @@ class Row:
 
 @dataclass
 class Report:
-    """What ``await check(...)`` shows: the table, ``N of M cases pass``, the first failure explained. A stub, or
-    a piece that is not a function, is one line and no table."""
+    """What ``await check(...)`` shows: the table, ``N of M cases pass``, the first failure explained, and what the
+    pieces left behind (threads or processes ended, what they printed beyond the cell's share, files written where
+    they should not be). A stub, a piece that is not a function, or a kernel the check cannot trust is one line and
+    no table."""
     piece: str
     rows: list[Row] = field(default_factory=list)
     total: int = 0
@@ -250,6 +227,7 @@ class Report:
     line: str | None = None       # one line instead of a table (not written yet, not a function)
     hint: str | None = None       # the first failure, explained
     not_run: list[str] = field(default_factory=list)   # the cases after one that hung
+    after: list[str] = field(default_factory=list)     # what the pieces left behind, a line each
 
     @property
     def passed(self) -> int:
@@ -266,7 +244,7 @@ class Report:
     def frame(self) -> pd.DataFrame:
         def summary(values: dict | None, row: Row) -> str:   # the fields the case has (its expected answer's)
             shown = [f for f in self.fields if f.key in row.expected]
-            return ", ".join(f.show(values.get(f.key)) for f in shown) if values is not None else ""
+            return ", ".join(f.shown(values.get(f.key)) for f in shown) if values is not None else ""
 
         def yours(row: Row) -> str:
             ran = row.ran
@@ -275,15 +253,15 @@ class Report:
             return summary(ran.fields, row) if ran.fields is not None else (ran.raised or ran.hung or "")
 
         columns = [_("case"), _("expected"), _("yours"), _("pass")]
-        rows = [dict(zip(columns, (_(row.case.name), summary(row.expected, row), yours(row),
-                                   "✓" if row.passed else "✗"))) for row in self.rows]
+        rows = [dict(zip(columns, (_(row.case.name), cut(summary(row.expected, row), LINE_LIMIT),
+                                   cut(yours(row), LINE_LIMIT), "✓" if row.passed else "✗"))) for row in self.rows]
         rows += [dict(zip(columns, (_(case), "", _("not run"), ""))) for case in self.not_run]
         return pd.DataFrame(rows, columns=columns).set_index(columns[0])
 
     def lines(self) -> list[str]:
         if self.line is not None:
             return [self.line]
-        return [self.tally] + ([self.hint] if self.hint else [])
+        return [self.tally] + ([cut(self.hint, LINE_LIMIT * 2)] if self.hint else []) + self.after
 
     def __repr__(self) -> str:
         if self.line is not None:
@@ -299,12 +277,21 @@ class Report:
         return table(self.frame())._repr_html_() + "\n" + text
 
 
+class Untrusted(Exception):
+    """The check cannot give a verdict in this kernel (the library's own answer failed, the project's data is not
+    as shipped): one line saying why and how to set it right."""
+
+
 # -- a section's check -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Check:
     """A section's check: its pieces' names (as the notebook's cell defines them), its cases, how to run the
     reader's pieces on a case (``yours(pieces, case, url) -> dict``), what the library says for it
-    (``expected(case, url) -> dict``), the fields compared, and the mistakes it knows."""
+    (``expected(case, url) -> dict``), the fields compared, and the mistakes it knows.
+
+    Each case of the reader's pieces runs in a process of its own (``sandbox``), under the case's deadline; what
+    it returns reaches the comparison as plain data. The library's side runs here, once per kernel, against the
+    checks' own scripted provider (``provider_url``), which no cell of the notebook is given."""
     section: str
     pieces: tuple[str, ...]
     cases: tuple[Case, ...]
@@ -314,53 +301,72 @@ class Check:
     hints: tuple[Hint, ...] = ()
 
     async def run(self, url: str | None = None, **pieces) -> Report:
-        """Every case, in order; the report. ``url``: a running scripted provider (default: the kernel's shared
-        one, ``ScriptedProvider.shared()``)."""
+        """Every case, in order; the report. ``url``: a running scripted provider (default: the checks' own)."""
         first = self.pieces[0]
         for name in self.pieces:
             if not callable(pieces.get(name)):
                 return Report(first, line=_("`{name}` is not a function yet: run the cell above that defines it "
-                                            "(it is {kind})").format(name=name, kind=type(pieces.get(name)).__name__))
-        if url is None:
-            from ..scripted import ScriptedProvider
-            url = ScriptedProvider.shared().base_url
-        return await whole(self._run(url, pieces))
+                                            "(it is {kind})").format(name=name, kind=type_name(pieces.get(name))))
+        try:
+            problem = project.damaged()
+            if problem:
+                raise Untrusted(problem)
+            return await whole(self._run(url or provider_url(), pieces))
+        except Untrusted as why:
+            return Report(first, line=str(why))
 
     async def _run(self, url: str, pieces: dict) -> Report:
-        files = {fn.__code__.co_filename for fn in _functions(pieces)}
+        warm()
+        files = frozenset(_code_files(pieces))
         report = Report(self.pieces[0], total=len(self.cases), fields=self.fields)
+        printed, watch = sandbox.Printed(), project.Watch()
         for n, case in enumerate(self.cases):
             expected = await _library(self, case, url)
-            kind, *what = await _in_thread(functools.partial(self.yours, pieces, case, url), case.deadline)
-            ran = self._ran(kind, what, files, case)
+            ran = self._ran(await self._case(pieces, case, url, files, printed), case)
             if ran.stub is not None:
                 return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
             differs = [f.key for f in self.fields if f.differ(expected, ran.fields)] if ran.fields is not None else []
             report.rows.append(Row(case, expected, ran, differs))
+            changed = watch.changed(_(case.name))
+            if changed:   # the library's answers after this would be computed on data the piece changed
+                raise Untrusted(changed)
             if ran.hung is not None or (UNTIL_FIRST_FAILURE.get() and not report.rows[-1].passed):
                 report.not_run = [c.name for c in self.cases[n + 1:]]
                 break
         report.hint = self._explain(report)
+        report.after = after_lines([item for row in report.rows for item in row.ran.left],
+                                   [name for row in report.rows for name in row.ran.wrote], printed, watch)
         return report
 
-    def _ran(self, kind: str, what: list, files: set[str], case: Case) -> Ran:
-        if kind == "ok":
-            return Ran(fields=what[0])
-        if kind == "hung":
-            if what[0]:
-                return Ran(hung=_("still running after {seconds:g} s: stopped").format(seconds=case.deadline))
-            return Ran(hung=_("still running after {seconds:g} s, and it could not be stopped (it catches every "
-                              "exception sent to it): restart the kernel to end it").format(seconds=case.deadline))
-        error = what[0]
-        frames = _reader_frames(error.__traceback__, files)
-        if isinstance(error, NotImplementedError) and frames:
-            return Ran(stub=frames[-1].name)
-        if isinstance(error, Shape):
-            return Ran(raised=_(error.args[0]) if error.args and isinstance(error.args[0], Text) else str(error))
-        if frames:
-            return Ran(raised=_("raised {error} (line {line} of `{name}`)").format(
-                error=_one_line(error), line=frames[-1].lineno, name=frames[-1].name))
-        return Ran(raised=_("raised {error}").format(error=_one_line(error)))
+    async def _case(self, pieces: dict, case: Case, url: str, files: frozenset, printed) -> sandbox.Outcome:
+        """One case of the reader's pieces, in a process of its own; a case whose run restarts (``yours`` returned
+        ``{RESTART: carry}``, plain data) goes on in a new process, forked from the kernel as it is, with ``carry``:
+        what a restart keeps is what is on disk, never a variable of the process that stopped."""
+        carry, left, started = None, [], time.monotonic()
+        with sandbox.scratch() as folder:
+            for _ in range(RESTARTS):
+                step = functools.partial(self.yours, pieces, case, url, **({} if carry is None else {"carry": carry}))
+                remaining = max(case.deadline - (time.monotonic() - started), 0.05)
+                outcome = await sandbox.run(step, remaining, files, printed, folder)
+                left += outcome.left
+                if not (outcome.kind == "ok" and isinstance(outcome.value, dict) and RESTART in outcome.value):
+                    break
+                carry = outcome.value[RESTART]
+        outcome.left = list(dict.fromkeys(left))
+        return outcome
+
+    def _ran(self, outcome: sandbox.Outcome, case: Case) -> Ran:
+        if outcome.kind == "ok":
+            if isinstance(outcome.value, dict):
+                return Ran(fields=outcome.value, left=outcome.left, wrote=outcome.wrote)
+            return Ran(raised=_("raised {error}").format(error=type_name(outcome.value)), left=outcome.left)
+        error = outcome.error or {}
+        if outcome.kind == "raised" and error.get("stub") and error.get("frames"):
+            return Ran(stub=error["frames"][-1][1])
+        line = outcome_line(outcome, case.deadline)
+        if outcome.kind == "hung":
+            return Ran(hung=line, left=outcome.left)
+        return Ran(raised=line, left=outcome.left, wrote=outcome.wrote)
 
     def _explain(self, report: Report) -> str | None:
         failing = next((row for row in report.rows if not row.passed), None)
@@ -372,13 +378,32 @@ class Check:
         else:  # at most two fields, the transcript only when nothing else differs: it follows from the rest
             shown = {f.key: f for f in self.fields}
             keys = [k for k in failing.differs if not shown[k].follows] or failing.differs
-            what = "; ".join(shown[key].tell(failing.expected, ran.fields) for key in keys[:2])
+            what = "; ".join(cut(shown[key].tell(failing.expected, ran.fields), LINE_LIMIT) for key in keys[:2])
         yours = ran.fields if ran.fields is not None else {"hung": ran.hung, "raised": ran.raised}
         hint = next((h.says for h in self.hints if _safe(h.when, case, failing.expected, yours)), None)
         if hint is None and ran.fields is not None:
             hint = case.point
         said = _("first case that fails: {case} ({what}).").format(case=_(case.name), what=what)
         return said + (" " + _("Hint: {hint}.").format(hint=_(hint)) if hint else "")
+
+
+def after_lines(left: list[tuple], wrote: list[str], printed: sandbox.Printed, watch=None) -> list[str]:
+    """What the pieces left behind, a line each: what was ended, what was written where, what was not shown."""
+    out = []
+    left_ = list(dict.fromkeys(left_words(item) for item in left))
+    if left_:
+        # TRANSLATORS: after a list of four threads or processes: " and 3 more"
+        shown = ", ".join(left_[:4]) + (_(" and {n} more").format(n=len(left_) - 4) if len(left_) > 4 else "")
+        out.append(_("Your piece left running: {what}; the check ended it, as a process of yours must end what it "
+                     "starts (await it, join it, or stop it before returning).").format(what=cut(shown, LINE_LIMIT)))
+    wrote = list(dict.fromkeys(wrote))
+    if wrote:
+        out.append(_("Your piece wrote {files} in its working folder, not in the folder it was given: a piece "
+                     "writes only where it is told (the check's working folder was thrown away).").format(
+            files=cut(", ".join(wrote[:5]), LINE_LIMIT)))
+    if printed.hidden:
+        out.append(_("… and {n:,} more characters your piece printed, not shown.").format(n=printed.hidden))
+    return out + (watch.notes() if watch is not None else [])
 
 
 def _safe(when, *args) -> bool:
@@ -388,15 +413,23 @@ def _safe(when, *args) -> bool:
         return False
 
 
-def _functions(pieces: dict) -> list:
-    """The plain functions among the pieces, and the methods of a class among them: whose frames are the reader's."""
+def _code_files(pieces: dict) -> list[str]:
+    """The files of the pieces' code (a function's, a method's, a class's methods'): whose frames are the
+    reader's. Read through the types' own attributes: a piece's own ``__getattr__`` is never asked."""
     found = []
     for piece in pieces.values():
-        if hasattr(piece, "__code__"):
-            found.append(piece)
+        if isinstance(piece, types.MethodType):
+            piece = piece.__func__
+        if isinstance(piece, functools.partial):
+            piece = piece.func
+        if isinstance(piece, types.FunctionType):
+            found.append(piece.__code__.co_filename)
         elif isinstance(piece, type):
-            found += [v for v in vars(piece).values() if hasattr(v, "__code__")]
-            found += [v.fget for v in vars(piece).values() if isinstance(v, property) and v.fget is not None]
+            for value in type.__dict__["__dict__"].__get__(piece).values():
+                value = value.fget if isinstance(value, property) else value
+                value = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+                if isinstance(value, types.FunctionType):
+                    found.append(value.__code__.co_filename)
     return found
 
 
@@ -409,14 +442,48 @@ _LIBRARY: dict[tuple[str, str], dict] = {}
 
 
 async def _library(check: Check, case: Case, url: str) -> dict:
-    """The library's answer for a case, computed once per process: the scripted model is a pure function of the
-    transcript, so it does not change between checks (nor with the provider's address)."""
+    """The library's answer for a case, as plain data, computed once per process: the scripted model is a pure
+    function of the transcript, so it does not change between checks (nor with the provider's address). One that
+    failed is never kept: the check says so in one line and gives no verdict."""
     key = (check.section, case.name)
     if key not in _LIBRARY:
-        answer = await check.expected(case, url)
+        try:
+            answer = plain(await check.expected(case, url))
+        except Exception as error:  # noqa: BLE001 - the library's own run failed: nothing to compare with
+            raise Untrusted(_("the library's own run of the case {case} failed ({error}): something in this kernel "
+                              "changed under the check; restart the kernel (Kernel > Restart Kernel), run the cells "
+                              "above again, then this one").format(case=_(case.name), error=one_line(error))) from None
         stop_pressed()   # the library ends a run Stop cancelled as interrupted: never the case's answer to keep
         _LIBRARY[key] = answer
     return _LIBRARY[key]
+
+
+def warm() -> None:
+    """Build here, once, what every case would otherwise build in its own process and throw away: the TLS settings
+    of the chapter's ``call_model`` (about 45 ms each time) and of the library's client, the tokenizer's counts."""
+    from .. import client, tokens
+    from .common import tls
+
+    tls()
+    client._tls()
+    tokens.warm()
+
+
+_PROVIDER: list = []   # [(the process's id, the checks' own scripted provider)]
+_PROVIDER_LOCK = threading.Lock()
+
+
+def provider_url() -> str:
+    """The address of the checks' own scripted provider, started once per process (a child forked for a case
+    starts none: it asks the kernel's): no cell of the notebook stops it, slows it or queues faults in it."""
+    from ..scripted import ScriptedProvider
+
+    with _PROVIDER_LOCK:
+        if not _PROVIDER or _PROVIDER[0][0] != os.getpid() or not _PROVIDER[0][1].serving:
+            provider = ScriptedProvider().start()
+            provider.name_thread("check: provider")
+            _PROVIDER[:] = [(os.getpid(), provider)]
+        return _PROVIDER[0][1].base_url
 
 
 # -- helpers the sections' checks share --------------------------------------------------------------------
@@ -438,14 +505,20 @@ def close(a, b, within: float = 1e-9) -> bool:
 
 def returned(value, keys: tuple[str, ...], piece: str) -> dict:
     """The fields ``keys`` of what the reader's piece returned (a dict, or an object with those attributes), or
-    ``Shape`` saying in one line what is missing."""
+    ``Shape`` saying in one line what is missing. A dict is read for what it holds (``dict.items``), never for
+    what it answers when asked."""
     if isinstance(value, dict):
-        got = value
-    elif value is not None and not isinstance(value, (str, int, float, list, tuple)):
-        got = {k: getattr(value, k) for k in keys if hasattr(value, k)}
+        got = dict(dict.items(value))
+    elif value is not None and not isinstance(value, (str, bytes, int, float, list, tuple, set, frozenset)):
+        got = {}
+        for k in keys:
+            try:
+                got[k] = getattr(value, k)
+            except AttributeError:
+                pass
     else:
         raise Shape(Text(N_("`{piece}` returned {kind}: return a dict with {keys}"), piece=piece,
-                         kind=type(value).__name__, keys=", ".join(keys)))
+                         kind=type_name(value), keys=", ".join(keys)))
     missing = [k for k in keys if k not in got]
     if missing:
         raise Shape(Text(N_("what `{piece}` returned has no {keys}"), piece=piece,

@@ -30,8 +30,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from . import figures, params
-from .checking import NOT_WRITTEN, QUICK_SCAN, _in_thread, _one_line, _reader_frames, ending
+from . import figures, params, sandbox
+from .checking import NOT_WRITTEN, QUICK_SCAN, _code_files, after_lines, ending, outcome_line, warm
 from .language import N_, Text, _
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
@@ -344,32 +344,48 @@ def exact_figures() -> pd.DataFrame:
     return table[~table.kind.isin(("time", "machine", "unreproducible", "registry"))].reset_index(drop=True)
 
 
-async def recompute(kit, url: str, deadline: float = DEADLINE_S) -> tuple[dict, dict, dict]:
+async def recompute(kit, url: str, deadline: float = DEADLINE_S, after: list | None = None) -> tuple[dict, dict, dict]:
     """Every experiment through ``kit``: (figure id -> value, section -> one line saying why its figures are
-    missing: not written yet, raised, or still running at the deadline, run label -> the run's fields). The lines and
+    missing: not written yet, raised, or still running at the deadline, run label -> the run's fields). Each
+    experiment runs in a process of its own (``sandbox``), what it measured coming back as plain data; ``after``
+    gets the lines saying what the kit left behind (threads or processes ended, output not shown). The lines and
     labels read as their English, and are said in the language spoken through ``_()`` where they are shown."""
-    files = {fn.__code__.co_filename for fn in vars(kit).values() if hasattr(fn, "__code__")}
+    warm()
+    files = frozenset(_code_files({name: getattr(kit, name) for name in PIECES}))
     kit = SimpleNamespace(**{name: getattr(kit, name) for name in PIECES}, runs={})
     measured: dict = {}
     missing: dict = {}
+    runs: dict = {}
+    printed, left, wrote = sandbox.Printed(), [], []
     for experiment, sections in EXPERIMENTS.items():
-        kind, *what = await _in_thread(functools.partial(experiment, kit, url), deadline)
-        if kind == "ok":
-            measured.update(what[0])
+        outcome = await sandbox.run(functools.partial(_measuring, experiment, kit, url), deadline, files, printed)
+        left, wrote = left + outcome.left, wrote + outcome.wrote
+        if outcome.kind == "ok":
+            measured.update(outcome.value["figures"])
+            runs.update(outcome.value["runs"])
             continue
-        if kind == "hung":
+        error = outcome.error or {}
+        if outcome.kind == "hung":
             why = Text(N_("still running after {seconds:g} s: stopped"), seconds=deadline)
+        elif error.get("stub") and error.get("frames"):
+            why = Text(N_("not written yet: `{name}`"), name=error["frames"][-1][1])
+        elif outcome.kind == "raised" and error.get("frames") and not error.get("not_plain"):
+            why = Text(N_("raised {error} (line {line} of `{name}`)"), error=error["line"],
+                       line=error["frames"][-1][0], name=error["frames"][-1][1])
+        elif outcome.kind == "raised" and not error.get("not_plain") and error.get("shape") is None:
+            why = Text(N_("raised {error}"), error=error["line"])
         else:
-            frames = _reader_frames(what[0].__traceback__, files)
-            if isinstance(what[0], NotImplementedError) and frames:
-                why = Text(N_("not written yet: `{name}`"), name=frames[-1].name)
-            elif frames:
-                why = Text(N_("raised {error} (line {line} of `{name}`)"), error=_one_line(what[0]),
-                           line=frames[-1].lineno, name=frames[-1].name)
-            else:
-                why = Text(N_("raised {error}"), error=_one_line(what[0]))
+            why = outcome_line(outcome, deadline)
         missing.update({section: why for section in sections})
-    return measured, missing, kit.runs
+    if after is not None:
+        after += after_lines(left, wrote, printed)
+    return measured, missing, runs
+
+
+async def _measuring(experiment, kit, url) -> dict:
+    """One experiment, in its process: its figures and the runs it recorded."""
+    figures = await experiment(kit, url)
+    return {"figures": figures, "runs": kit.runs}
 
 
 def run_difference(library: dict, yours: dict | None) -> str | None:
@@ -410,8 +426,9 @@ class Capstone:
     experiments beside the library's same run; the tally; the first difference explained. Before a line of the
     harness is written, one line saying so."""
 
-    def __init__(self, table: pd.DataFrame, missing: dict, runs: pd.DataFrame | None = None):
-        self.table, self.missing = table, missing
+    def __init__(self, table: pd.DataFrame, missing: dict, runs: pd.DataFrame | None = None,
+                 after: list[str] | None = None):
+        self.table, self.missing, self.after = table, missing, after or []
         self.runs = runs if runs is not None else pd.DataFrame(columns=["run", "differs"])
         unwritten = [why for why in missing.values() if why.startswith("not written yet")]
         self.line = None
@@ -466,7 +483,7 @@ class Capstone:
             out.append(_("first run that differs from the library's: {run} ({differs}). The chapter's figures do not "
                          "show it; the next run that leans on it may.").format(run=_(run["run"]),
                                                                               differs=run["differs"]))
-        return out
+        return out + self.after
 
     def frame(self) -> pd.DataFrame:
         shown = self.table.copy()
@@ -517,8 +534,8 @@ async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **piece
             raise params.ParameterError(_("capstone needs `{name}`, a function: run the cell above that defines "
                                           "it").format(name=name))
     if url is None:
-        from ..scripted import ScriptedProvider
-        url = ScriptedProvider.shared().base_url
+        from .checking import provider_url
+        url = provider_url()
     return await whole(_capstone(SimpleNamespace(**{k: pieces[k] for k in PIECES}), url, deadline))
 
 
@@ -527,7 +544,8 @@ async def _capstone(kit, url: str, deadline: float) -> Capstone:
         library, _, runs = await recompute(LIBRARY, url)
         _LIBRARY_FIGURES.update(library)
         _LIBRARY_RUNS.update(runs)
-    yours, missing, runs = await recompute(kit, url, deadline)
+    after: list[str] = []
+    yours, missing, runs = await recompute(kit, url, deadline, after)
     rows = []
     for f in exact_figures().itertuples():
         rows.append({"section": f.section, "id": f.id, "figure": f.figure, "chapter": f.value,
@@ -535,7 +553,7 @@ async def _capstone(kit, url: str, deadline: float) -> Capstone:
                      "library": figures.render(_LIBRARY_FIGURES.get(f.id), f.value)})
     compared = pd.DataFrame([{"run": label, "differs": run_difference(theirs, runs.get(label))}
                              for label, theirs in _LIBRARY_RUNS.items()], columns=["run", "differs"])
-    return Capstone(pd.DataFrame(rows), missing, compared)
+    return Capstone(pd.DataFrame(rows), missing, compared, after)
 
 
 def sections_plot(result: Capstone):

@@ -19,6 +19,7 @@ import atexit
 import collections
 import contextlib
 import json
+import os
 import selectors
 import socket
 import socketserver
@@ -26,6 +27,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..tokens import compact, encoding, warm
@@ -260,6 +262,7 @@ class _Server(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()  # open client connections, closed on stop
         self.busy_s = 0.0  # time spent inside request handlers, injected latency included
         self.stopping = False
+        _LIVE.add(self)
 
     def server_bind(self):
         # (HTTPServer's also looks up the host's full name, socket.getfqdn: a DNS query on some machines,
@@ -308,6 +311,27 @@ class _Server(ThreadingHTTPServer):
             self.requests += 1
 
 
+_LIVE: "weakref.WeakSet[_Server]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A server is the process's that started it. A child forked from that process (a check runs each case of a
+    reader's piece in one) closes its copies of the server's sockets and never serves: a ``stop`` there, which
+    shuts the listening socket down, would otherwise stop the parent's server too (a shutdown reaches every copy
+    of a socket; a close, only its own). The address stays, and the parent goes on answering it."""
+    for server in list(_LIVE):
+        server.stopping = True
+        server.lock = threading.Lock()   # a thread of the parent may have held it as the process forked
+        for held in [server.socket, *server.connections]:
+            with contextlib.suppress(OSError):
+                held.close()
+        server.connections = set()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class ScriptedProvider:
     """The scripted provider in a background thread. Use as a context manager; several may run at once."""
 
@@ -334,6 +358,17 @@ class ScriptedProvider:
     @property
     def requests(self) -> int:
         return self._server.requests
+
+    @property
+    def serving(self) -> bool:
+        """Whether its thread is serving (started, not stopped), in this process."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def name_thread(self, name: str) -> "ScriptedProvider":
+        """Give its thread a name of the caller's (the checks name theirs, to tell them from a reader's)."""
+        if self._thread is not None:
+            self._thread.name = name
+        return self
 
     @property
     def busy_ms(self) -> float:

@@ -23,6 +23,7 @@ from ..checking import (
     IN,
     OUT,
     QUICK_SCAN,
+    RESTART,
     STATUS,
     TOOL_RUNS,
     TRANSCRIPT,
@@ -42,9 +43,13 @@ REASON = "I only asked which file mentions a timeout; do not delete anything."
 APPROVE, REJECT, NO_REASON, SILENT = "approve", "reject", "reject without a reason", "reject silently"
 
 
-def _case(name: str, point: str, script: str, *verdicts: str, cap: int = 20, restart: bool = False) -> Case:
-    """``verdicts``: one for each stop, in order; ``restart``: the run saved and loaded as JSON around each."""
-    return Case(name, point, {"script": script, "verdicts": verdicts, "cap": cap, "restart": restart})
+def _case(name: str, point: str, script: str, *verdicts: str, cap: int = 20, restart: bool = False,
+          again: bool = False) -> Case:
+    """``verdicts``: one for each stop, in order; ``restart``: around each verdict, the process stops and a new one
+    goes on from the run saved as JSON; ``again``: once the run ends, a new run of the same script, in the same
+    process."""
+    return Case(name, point, {"script": script, "verdicts": verdicts, "cap": cap, "restart": restart,
+                              "again": again})
 
 
 def _capped(script: str, cap: int) -> Text:
@@ -58,15 +63,17 @@ CASES = (  # the gate, then each verdict, then restarts and sequences, then the 
           "deleted"), "destructive"),
     _case(N_("destructive, approved"), N_("an approved call is an owed call now allowed to run: the file is deleted"),
           "destructive", APPROVE),
+    _case(N_("destructive, approved, then a new run"), N_("approvals belong to the run that asked: a new run, in the "
+          "same process, stops at its delete again"), "destructive", APPROVE, again=True),
     _case(N_("destructive, rejected with a reason"), N_("a rejection fills the call's slot in words, with the reason: "
           "the model tells the user nothing was deleted"), "destructive", REJECT),
     _case(N_("destructive, rejected without a reason"), N_("a rejection without a reason still says so in words: "
           "`The user declined this call.`"), "destructive", NO_REASON),
     _case(N_("destructive, rejected silently"), N_("a silent rejection leaves the slot empty, and the model reports a "
           "deletion that never happened: the chapter's lie, reproduced"), "destructive", SILENT),
-    _case(N_("destructive, approved across a restart"), N_("the run waiting for its verdict is plain data: saved and "
-          "loaded as JSON, approved, saved and loaded again, it goes on as if never stopped"), "destructive", APPROVE,
-          restart=True),
+    _case(N_("destructive, approved across a restart"), N_("the run waiting for its verdict is plain data: its process "
+          "ends, a new one loads it from JSON and approves it, and a third goes on as if it never stopped"),
+          "destructive", APPROVE, restart=True),
     _case(N_("destructive, rejected across a restart"), N_("a rejection kept in the run survives a restart too"),
           "destructive", REJECT, restart=True),
     _case(N_("delete_twice, rejected then approved"), N_("each call is decided on its own: the first refused in "
@@ -77,8 +84,6 @@ CASES = (  # the gate, then each verdict, then restarts and sequences, then the 
           "says so"), "delete_twice", APPROVE, APPROVE),
     _case(N_("delete_twice, rejected, then silently"), N_("each rejection writes its own slot: words, then nothing"),
           "delete_twice", REJECT, SILENT),
-    _case(N_("destructive, a new run"), N_("approvals belong to the run that asked: a new run stops at its delete "
-          "again"), "destructive"),
     _case(_capped("destructive", 2), N_("the cap is checked before what is owed, so before the gate: the run stops "
           "`max_turns_exceeded`, its delete still owed"), "destructive", cap=2),
     _case(_capped("destructive", 1), N_("a cap before the delete is asked for: the gate is never reached"),
@@ -133,21 +138,40 @@ def _says(message: str, text) -> bool:
 KEYS = ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "messages")
 
 
-async def yours(pieces: dict, case: Case, url: str) -> dict:
-    from ...workspace import TASK
+async def yours(pieces: dict, case: Case, url: str, carry: dict | None = None) -> dict:
+    """The case; across a restart, this process hands the run (as JSON) to the next (``RESTART``), which goes on
+    with ``carry``: the run, the stops so far, the verdicts left, whether the next step is a verdict."""
+    from ...workspace import TASK, Workspace
 
-    a, ws = case.args, workspace()
-    tools, asked, verdicts = ws.tools(**QUICK_SCAN), [], list(a["verdicts"])
-    state = pieces["new_state"](a["script"], TASK)
+    a = case.args
+    if carry is None:
+        ws, state, asked, verdicts, deciding = workspace(), pieces["new_state"](a["script"], TASK), [], \
+            list(a["verdicts"]), False
+    else:
+        ws, state, asked, verdicts, deciding = (Workspace(carry["workspace"]), carry["state"], carry["asked"],
+                                                carry["verdicts"], carry["deciding"])
+
+    def restart(deciding: bool) -> dict:
+        return {RESTART: {"workspace": str(ws.keep().root), "state": _restarted(state), "asked": asked,
+                          "verdicts": verdicts, "deciding": deciding}}
+
+    tools, again = ws.tools(**QUICK_SCAN), a["again"] and carry is None
     while True:
-        state = await pieces["agent_loop"](url, state, tools, a["cap"])
-        got = returned(state, KEYS, "agent_loop")
-        if not (call_id := _waiting(state)) or not verdicts:
-            break
-        asked.append(call_id)
-        state = _restarted(state) if a["restart"] else state
-        _decide(pieces["approve"], pieces["reject"], state, call_id, verdicts.pop(0))
-        state = _restarted(state) if a["restart"] else state
+        if not deciding:
+            state = await pieces["agent_loop"](url, state, tools, a["cap"])
+            got = returned(state, KEYS, "agent_loop")
+            if not (call_id := _waiting(state)) or not verdicts:
+                if not again:
+                    break
+                again, state = False, pieces["new_state"](a["script"], TASK)   # the same process, a new run
+                continue
+            asked.append(call_id)
+            if a["restart"]:
+                return restart(deciding=True)
+        deciding = False
+        _decide(pieces["approve"], pieces["reject"], state, asked[-1], verdicts.pop(0))
+        if a["restart"]:
+            return restart(deciding=False)
     return {**got, "asked": asked + ([_waiting(state)] if _waiting(state) else []), "deleted": list(ws.deleted)}
 
 
@@ -168,6 +192,8 @@ async def expected(case: Case, url: str) -> dict:
         state = RunState.from_dict(json.loads(json.dumps(state.to_dict()))) if a["restart"] else state
         _decide(approve, reject, state, call_id, verdicts.pop(0))
         state = await run(state, tools, options)
+    if a["again"]:   # a new run of the same script, once the first has ended
+        state = await run(new_run(SYSTEM_PROMPT, TASK, a["script"]), tools, options)
     return {"status": state.status, "interruption": state.interruption, "turns": state.turns,
             "tool_runs": state.tool_runs, "in": state.prompt_tokens, "out": state.completion_tokens,
             "cost_usd": state.own_cost_usd, "answer": state.output or "", "messages": state.messages,
@@ -207,7 +233,8 @@ HINTS = (
     Hint(N_("your loop ran `delete_file` though nobody had approved it in this run: a call to a tool that "
             "`needs_approval` whose id is not in this run's `approved` returns the run `interrupted`, before the tool "
             "runs (an approval kept anywhere but the run's own state leaks into other runs, and a restart loses it)"),
-         lambda c, e, y: len(y["deleted"]) > len(e["deleted"])),
+         lambda c, e, y: len(y["deleted"]) > len(e["deleted"])
+         or (c.args.get("again") and len(y["asked"]) < len(e["asked"]))),
     Hint(N_("only a tool marked `needs_approval` stops the run: the gate reads the tool's flag, not its name or the "
             "run's"), lambda c, e, y: set(y["asked"]) - set(e["asked"])),
     Hint(N_("a rejected call stopped the run again: the gate checks the run's `rejected` before asking for approval, "

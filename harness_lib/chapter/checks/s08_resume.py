@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import tempfile
 import threading
 
@@ -139,20 +140,20 @@ def _dropping_provider():
             self.seen, self.drop, self.dropped = 0, n, False
             return self.requests
 
-    return Dropping().start()
+    return Dropping().start().name_thread("check: dropping provider")
 
 
-_dropping = None
+_dropping: list = []   # [(the process's id, the provider)]
 _lock = threading.Lock()
 
 
 def dropping():
-    """The check's own provider, started once for the process's lifetime like ``ScriptedProvider.shared()``."""
-    global _dropping
+    """The check's own provider, started once per process like ``ScriptedProvider.shared()`` (a case's child process
+    starts its own: the kernel's would count another process's requests)."""
     with _lock:
-        if _dropping is None:
-            _dropping = _dropping_provider()
-        return _dropping
+        if not _dropping or _dropping[0][0] != os.getpid():
+            _dropping[:] = [(os.getpid(), _dropping_provider())]
+        return _dropping[0][1]
 
 
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "messages")

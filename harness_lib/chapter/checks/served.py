@@ -14,6 +14,7 @@ tool text read off the transcript; the bill of ``tokens.usage``), without its fa
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 OWN: dict = {}            # a check's own scripts, by name: (turn, tool_text) -> message, as scripts.SCRIPTS
 _BILLS: dict[str, list] = {}
 _LOCK = threading.Lock()
-_ADDRESS: list[str] = []
+_ADDRESS: list = []      # [(the process's id, the address)]: a case's child process serves its own bills
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -69,11 +70,11 @@ class _Server(ThreadingHTTPServer):
 
 def _address() -> str:
     with _LOCK:
-        if not _ADDRESS:
+        if not _ADDRESS or _ADDRESS[0][0] != os.getpid():
             server = _Server(("127.0.0.1", 0), _Handler)
             threading.Thread(target=server.serve_forever, name="check: served", daemon=True).start()
-            _ADDRESS.append(f"http://127.0.0.1:{server.server_address[1]}/v1")
-        return _ADDRESS[0]
+            _ADDRESS[:] = [(os.getpid(), f"http://127.0.0.1:{server.server_address[1]}/v1")]
+        return _ADDRESS[0][1]
 
 
 def url(*names: str) -> str:
