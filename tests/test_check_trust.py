@@ -409,3 +409,22 @@ def test_the_data_manifest_lists_every_file_as_it_is():
     assert set(listed) == files, "data/SHA256SUMS is stale: regenerate it (docs/developing.md)"
     assert all(hashlib.sha256((root / name).read_bytes()).hexdigest() == digest for name, digest in listed.items())
 
+
+
+def test_the_capstone_runs_the_readers_harness_apart_too():
+    """16: each experiment of the reader's harness in a process of its own; a message that cannot be made is one
+    line where the section's figures are missing, a thread it leaves is named, and the library's side is untouched."""
+    from harness_lib.chapter.s16_your_harness import capstone
+
+    kit = {name: load("16-your-harness")[name] for name in ("new_state", "save", "load", "approve", "reject",
+                                                              "harness")}
+    wrapped = piece("class Boom(Exception):\n    def __str__(self): raise RuntimeError('no')\n"
+                    "async def harness(url, state, tools, **options):\n"
+                    "    threading.Thread(target=time.sleep, args=(300,), name='left-behind', daemon=True).start()\n"
+                    "    if state['model'] == 'runaway' and options.get('max_budget_usd'):\n        raise Boom()\n"
+                    "    return await inner(url, state, tools, **options)\n", "harness", inner=kit["harness"])
+    got = asyncio.run(capstone(**{**kit, "harness": wrapped}))
+    assert not got.ok and got.missing["03-budget"] == ("raised Boom (its message could not be shown: RuntimeError) "
+                                                       "(line 6 of `harness`)")
+    assert any("thread 'left-behind' running sleep" in line for line in got.lines()), got.lines()
+    assert got.library == got.total   # the library's figures, all reproduced, whatever the reader's harness did

@@ -314,6 +314,8 @@ class Check:
             return await whole(self._run(url or provider_url(), pieces))
         except Untrusted as why:
             return Report(first, line=str(why))
+        finally:
+            sandbox.reap()
 
     async def _run(self, url: str, pieces: dict) -> Report:
         warm()

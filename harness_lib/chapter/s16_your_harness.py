@@ -33,6 +33,7 @@ import pandas as pd
 from . import figures, params, sandbox
 from .checking import NOT_WRITTEN, QUICK_SCAN, _code_files, after_lines, ending, outcome_line, warm
 from .language import N_, Text, _
+from .plain import plain
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
 from .stop_button import whole
@@ -358,7 +359,14 @@ async def recompute(kit, url: str, deadline: float = DEADLINE_S, after: list | N
     runs: dict = {}
     printed, left, wrote = sandbox.Printed(), [], []
     for experiment, sections in EXPERIMENTS.items():
-        outcome = await sandbox.run(functools.partial(_measuring, experiment, kit, url), deadline, files, printed)
+        step = functools.partial(_measuring, experiment, kit, url)
+        if kit.new_state is LIBRARY.new_state:   # the library's own kit: trusted, run here, its answer made plain
+            outcome = sandbox.Outcome("ok", value=plain(await step()))
+        else:
+            try:
+                outcome = await sandbox.run(step, deadline, files, printed)
+            finally:
+                sandbox.reap()
         left, wrote = left + outcome.left, wrote + outcome.wrote
         if outcome.kind == "ok":
             measured.update(outcome.value["figures"])

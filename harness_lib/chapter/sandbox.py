@@ -137,6 +137,7 @@ async def run(factory: Callable[[], Awaitable[Any]], deadline: float, files: fro
     if folder is None:
         with scratch() as own:
             return await run(factory, deadline, files, printed, own)
+    os.makedirs(os.path.join(folder, "cwd"), exist_ok=True)
     pipes = [os.pipe() for _ in range(3)]   # the answer, stdout, stderr
     cwd = os.getcwd()
     with warnings.catch_warnings():   # Python 3.12 warns of fork in a process with threads: the child uses none
@@ -225,9 +226,7 @@ def _set_apart(scratch: str, cwd: str, reads: tuple, out_w: int, err_w: int) -> 
     sys.stdin = io.StringIO()
     builtins.input = _no_keyboard
     _quiet_display()
-    work = os.path.join(scratch, "cwd")
-    os.makedirs(work, exist_ok=True)
-    os.chdir(work)
+    os.chdir(os.path.join(scratch, "cwd"))
     sys.path[:] = [cwd if p in ("", ".") else p for p in sys.path]
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
@@ -466,8 +465,21 @@ class _Reader(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
 
 
+_UNREAPED: list[int] = []   # children ended, not yet reaped: their exit (a large process's memory) runs meanwhile
+
+
+def reap() -> None:
+    """Wait for every child ended so far (a check calls it as it ends)."""
+    while _UNREAPED:
+        try:
+            os.waitpid(_UNREAPED.pop(), 0)
+        except ChildProcessError:
+            pass
+
+
 def _end(pid: int) -> None:
-    """End the child, its process group and every process below it, and reap it."""
+    """End the child, its process group and every process below it; reap it now if it is gone, else later
+    (``reap``): a forked kernel takes milliseconds to give its memory back, which the next case need not wait for."""
     below = [p for p, _c in _descendants(pid)]
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), *(lambda p=p: os.kill(p, signal.SIGKILL) for p in below)):
         try:
@@ -479,9 +491,16 @@ def _end(pid: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        os.waitpid(pid, 0)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            _UNREAPED.append(pid)
     except ChildProcessError:
         pass
+    for earlier in list(_UNREAPED[:-1]):
+        try:
+            if os.waitpid(earlier, os.WNOHANG) != (0, 0):
+                _UNREAPED.remove(earlier)
+        except ChildProcessError:
+            _UNREAPED.remove(earlier)
 
 
 # -- in a thread, where there is no fork ------------------------------------------------------------------------
@@ -587,4 +606,4 @@ def _clear_interruption() -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 
 
-__all__ = ["FORK", "Outcome", "Printed", "describe", "ending", "run"]
+__all__ = ["FORK", "Outcome", "Printed", "Shape", "describe", "ending", "reap", "run", "scratch"]
