@@ -48,7 +48,7 @@ def check(fn, until_first_failure: bool = True):
 def reference_passes() -> bool:
     """The next check, on the right piece: every case passes."""
     got = check(REFERENCE, until_first_failure=False)
-    assert got.ok and got.lines()[0] == "11 of 11 cases pass", got.lines()
+    assert got.ok and got.lines()[0] == "12 of 12 cases pass", got.lines()
     return True
 
 
@@ -390,7 +390,7 @@ def test_a_library_answer_that_failed_is_never_kept(monkeypatch):
     got = asyncio.run(one.run(piece=lambda: None))
     assert got.line is not None and "the library's own run of the case one failed (ConnectionError: the provider " \
         "stopped)" in got.line and "restart the kernel" in got.line
-    assert ("test-failed-library", "one") not in checking._LIBRARY
+    assert not [key for key in checking._LIBRARY if key[0] == "test-failed-library"]
 
 
 def test_the_checks_in_a_thread_where_there_is_no_fork(monkeypatch):
@@ -428,3 +428,150 @@ def test_the_capstone_runs_the_readers_harness_apart_too():
                                                        "(line 6 of `harness`)")
     assert any("thread 'left-behind' running sleep" in line for line in got.lines()), got.lines()
     assert got.library == got.total   # the library's figures, all reproduced, whatever the reader's harness did
+
+
+# -- a hostile campaign's classes (issue 43, second round) --------------------------------------------------------
+@pytest.mark.parametrize("change", [
+    "{**got, 'tool_runs': bool(got['tool_runs']) if got['tool_runs'] <= 1 else got['tool_runs']}",
+    "{**got, 'turns': float(got['turns'])}",
+    "{**got, 'in': float(got['in'])}",
+])
+def test_a_bool_or_a_float_where_a_count_is_due_is_not_the_count(change):
+    got = check(piece("async def capped_loop(url, model, messages, tools, max_turns):\n"
+                      "    got = await reference(url, model, messages, tools, max_turns)\n"
+                      f"    return {change}\n"))
+    assert not got.ok, got.lines()
+
+
+@pytest.mark.parametrize("source, says", [
+    ("    return {**got, 'in': 7 ** 6000}", "input tokens: expected"),
+    ("    return {**got, 'status': got['status'][:-1] + '\\ud83d'}", "status: expected"),
+    ("    class Count:\n        @property\n        def __class__(self): return int\n"
+     "    return {**got, 'turns': Count()}", "returned a `capped_loop.<locals>.Count` at ['turns'], not plain data"),
+])
+def test_values_that_cannot_be_written_out_or_lie_about_their_class_are_one_line(source, says):
+    got = check(piece("async def capped_loop(url, model, messages, tools, max_turns):\n"
+                      "    got = await reference(url, model, messages, tools, max_turns)\n" + source + "\n"))
+    assert not got.ok and says in got.lines()[-1], got.lines()
+    repr(got).encode("utf-8")   # what a kernel sends, whatever the piece returned
+    got._repr_html_().encode("utf-8")
+
+
+def test_a_message_whose_template_is_not_its_text_stays_small():
+    from harness_lib.chapter.language import Text
+
+    source = ("async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    got = await reference(url, model, messages, tools, max_turns)\n"
+              "    lie = Text(got['status'])\n"
+              "    lie.template, lie.values = '{s}{pad:>50000000}', {'s': got['status'], 'pad': ''}\n"
+              "    return {**got, 'status': lie}\n")
+    got = check(piece(source, Text=Text), until_first_failure=False)
+    assert got.ok and all(len(str(v)) < 100 for row in got.rows for v in row.ran.fields.values()
+                          if isinstance(v, str))
+
+
+def test_a_notimplementederror_of_a_written_piece_is_what_it_raised_not_a_stub():
+    source = ("def _turn_limit(max_turns):\n    if max_turns <= 0:\n"
+              "        raise NotImplementedError('a cap below 1 is not supported')\n    return max_turns\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n    _turn_limit(max_turns)\n"
+              "    return await reference(url, model, messages, tools, max_turns)\n")
+    got = check(piece(source), until_first_failure=False)
+    assert got.line is None and got.passed == got.total - 1
+    assert "raised NotImplementedError: a cap below 1 is not supported (line 3 of `_turn_limit`)" in got.lines()[-1]
+
+
+def test_a_piece_that_replaces_what_the_child_ends_with_still_answers_once():
+    source = ("import pickle\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    got = await reference(url, model, messages, tools, max_turns)\n"
+              "    def refused(*a, **k):\n        raise RuntimeError('no')\n"
+              "    os._exit, time.sleep, pickle.dumps = (lambda code: None), refused, refused\n"
+              "    return got\n")
+    got = check(piece(source), until_first_failure=False)
+    assert got.ok, got.lines()
+    assert no_child_processes_left()
+
+
+def test_a_piece_that_closes_the_checks_pipe_is_told_so():
+    got = check(piece("async def capped_loop(url, model, messages, tools, max_turns):\n"
+                      "    os.closerange(3, 4096)\n"
+                      "    return await reference(url, model, messages, tools, max_turns)\n"))
+    assert "could not send its answer to the check" in got.lines()[-1], got.lines()
+
+
+@pytest.mark.parametrize("forged", ["[['thread', 'unhashable']]", "'not a list'"])
+def test_a_forged_answer_is_read_for_its_shape(forged):
+    source = ("import pickle\nfrom harness_lib.chapter import sandbox\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    got = await reference(url, model, messages, tools, max_turns)\n"
+              "    real = sandbox._DUMPS\n"
+              f"    sandbox._DUMPS = lambda outcome: real({{**outcome, 'left': {forged}}})\n"
+              "    return got\n")
+    got = check(piece(source), until_first_failure=False)
+    assert got.ok and not [line for line in got.lines() if "left running" in line], got.lines()
+
+
+def test_a_deep_forged_value_is_refused_not_a_recursion():
+    source = ("from harness_lib.chapter import sandbox\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    got = await reference(url, model, messages, tools, max_turns)\n"
+              "    deep = []\n    for _ in range(100_000):\n        deep = [deep]\n"
+              "    real = sandbox._DUMPS\n"
+              "    sandbox._DUMPS = lambda outcome: real({**outcome, 'value': {**outcome['value'], 'turns': deep}})\n"
+              "    return got\n")
+    got = check(piece(source))
+    assert not got.ok and "could not send its answer to the check" in got.lines()[-1], got.lines()
+
+
+def test_a_rewrite_of_the_data_that_keeps_its_size_and_time_is_seen(data_copy):
+    source = ("from harness_lib.resources import data_path\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    path = data_path('workspace', 'errors.log')\n"
+              "    info, text = os.stat(path), path.read_bytes()\n"
+              "    path.write_bytes(b'X' * (len(text) - 1) + b'\\n')\n"
+              "    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))\n"
+              "    return await reference(url, model, messages, tools, max_turns)\n")
+    got = check(piece(source))
+    assert got.line is not None and "workspace/errors.log changed" in got.line, got.line
+    assert check(REFERENCE).line.startswith("the chapter's data is not as the project ships it (workspace/errors.log")
+
+
+@pytest.mark.slow
+def test_a_process_that_keeps_leaving_its_session_and_changing_its_pid_is_ended(tmp_path):
+    survived = tmp_path / "survived"
+    hopper = ("import os, sys, time\nos.setsid()\nstart = time.monotonic()\n"
+              "while time.monotonic() - start < 4:\n    if os.fork():\n        os._exit(0)\n"
+              f"open({str(survived)!r}, 'w').write('survived')\n")
+    source = ("import subprocess, sys\n"
+              "async def capped_loop(url, model, messages, tools, max_turns):\n"
+              "    if max_turns == 1:\n"
+              f"        subprocess.Popen([sys.executable, '-S', '-c', {hopper!r}])\n"
+              "        await asyncio.sleep(0.3)\n"
+              "    return await reference(url, model, messages, tools, max_turns)\n")
+    check(piece(source), until_first_failure=False)
+    time.sleep(5)
+    assert not survived.exists()
+
+
+def test_the_capstone_never_runs_a_readers_harness_in_the_kernel_beside_the_librarys_pieces():
+    """A reader who keeps the library's `new_state` and writes only `harness` still has it run apart."""
+    from harness_lib.chapter import s16_your_harness as s16
+
+    kit = s16.LIBRARY
+    harness = piece("import harness_lib.workspace\n"
+                    "async def harness(url, state, tools, **options):\n"
+                    "    harness_lib.workspace.TASK = 'changed by the harness'\n"
+                    "    return await inner(url, state, tools, **options)\n", "harness", inner=kit.harness)
+    asyncio.run(s16.capstone(new_state=kit.new_state, save=kit.save, load=kit.load, approve=kit.approve,
+                             reject=kit.reject, harness=harness))
+    import harness_lib.workspace as w
+    assert w.TASK == "Which file mentions a timeout?"
+
+
+def test_a_task_a_cell_changed_between_two_checks_gets_answers_made_anew(monkeypatch):
+    import harness_lib.workspace as w
+
+    assert reference_passes()
+    monkeypatch.setattr(w, "TASK", "Find out why the service is slow.")   # the reader's own cell
+    got = check(REFERENCE, until_first_failure=False)
+    assert got.ok, got.lines()

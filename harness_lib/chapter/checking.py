@@ -57,6 +57,7 @@ DEADLINE_S = 4.0   # a case's own time: the scripted provider answers in millise
 RESTART = "restart"   # the key of what ``yours`` returns to go on in a new process (``Check._case``)
 RESTARTS = 8          # processes a case may run in, at most
 CELL_LIMIT = 160   # characters of one value in a check's table
+LIST_LIMIT = 8     # items of a list shown, then how many more
 LINE_LIMIT = 600   # characters of one line of a check's verdict
 
 
@@ -71,6 +72,18 @@ class Case:
     deadline: float = DEADLINE_S
 
 
+def same(a, b) -> bool:
+    """Equal as data, types included: a bool is never a count (``True == 1``), nor a float (``1.0 == 1``) a number of
+    turns; lists, tuples and dicts compared item by item the same way."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    return a == b
+
+
 @dataclass(frozen=True)
 class Field:
     """One thing compared: ``key`` in the results, ``show`` how it reads in the table, ``same`` how two compare.
@@ -78,7 +91,7 @@ class Field:
     was, and a ``show`` or ``same`` that cannot read a value says so instead of raising."""
     key: str
     show: Callable[[Any], str] = str
-    same: Callable[[Any, Any], bool] = lambda a, b: a == b
+    same: Callable[[Any, Any], bool] = same
 
     label: str | None = None   # how the difference line names it (default: the key)
     describe: Callable[[Any, Any], str] | None = None   # the difference in words, when "expected x, yours y" is not
@@ -101,7 +114,7 @@ class Field:
         e, y = expected.get(self.key), yours.get(self.key)
         if self.describe is not None:
             try:
-                return self.describe(e, y)
+                return cut(str(self.describe(e, y)), LINE_LIMIT)
             except Exception:  # noqa: BLE001 - the difference in words could not be made: said plainly
                 pass
         named = in_context("field", self.label or self.key)
@@ -110,12 +123,22 @@ class Field:
 
 
 def _plain(value) -> str:
+    try:
+        return _plainly(value)
+    except Exception:  # noqa: BLE001 - a value too large to write out (an int of 5,000 digits): its kind
+        return f"<{type_name(value)}>"
+
+
+def _plainly(value) -> str:
     if isinstance(value, bool) or value is None:
         return repr(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.6f}"
+    if isinstance(value, (list, tuple)) and len(value) > LIST_LIMIT:   # the first few, and how many more
+        return cut(_plain(list(value[:LIST_LIMIT]))[:-1] + ", " + _("… {n} more").format(n=len(value) - LIST_LIMIT)
+                   + "]", CELL_LIMIT)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return cut("[" + ", ".join(value) + "]", CELL_LIMIT)
     return cut(repr(value), CELL_LIMIT) if not isinstance(value, str) else cut(value, CELL_LIMIT)
@@ -159,6 +182,9 @@ DIED = {  # how the process of a case ended before it answered
     "signal": N_("ended its process ({how}) before it answered: a piece returns its result, it never ends the "
                  "process"),
     "silent": N_("closed what it answers through before it answered"),
+    "unanswered": N_("could not send its answer to the check (the pipe's descriptor closed, or the answer could not be "
+                     "written)"),
+    "garbled": N_("sent the check an answer it cannot read: something wrote to the check's own pipe"),
 }
 
 
@@ -202,6 +228,10 @@ def left_words(item: tuple) -> str:
 
 
 # -- the report --------------------------------------------------------------------------------------------
+WIDTH = 120        # columns of the report's text form
+SHOWN_FIELDS = 4   # differing fields shown per case; the rest counted
+
+
 @dataclass
 class Row:
     case: Case
@@ -213,13 +243,73 @@ class Row:
     def passed(self) -> bool:
         return self.ran.fields is not None and not self.differs
 
+    def summary(self, fields: tuple[Field, ...]) -> str:
+        """What the case expects, in the fields it has (its expected answer's)."""
+        return ", ".join(f.shown(self.expected.get(f.key)) for f in fields if f.key in self.expected)
+
+    def sides(self, fields: tuple[Field, ...]) -> tuple[str, str]:
+        """(expected, yours) for the table: a passing case's summary; for a failing one only the fields that differ,
+        each as the field shows it (or its value, where the field shows both alike)."""
+        if self.passed:
+            return self.summary(fields), _("the same")
+        if self.ran.fields is None:
+            return self.summary(fields), self.ran.raised or self.ran.hung or ""
+        by_key = {f.key: f for f in fields}
+        shown = self.differs[:SHOWN_FIELDS]
+        pairs = []
+        for key in shown:
+            f, e, y = by_key[key], self.expected.get(key), self.ran.fields.get(key)
+            e_shown, y_shown = f.shown(e), f.shown(y)
+            if e_shown == y_shown:
+                e_shown, y_shown = cut(_plain(e), CELL_LIMIT), cut(_plain(y), CELL_LIMIT)
+            named = in_context("field", f.label or f.key)
+            pairs.append((f"{named}: {e_shown}", f"{named}: {y_shown}"))
+        more = len(self.differs) - len(shown)
+        tail = [_("… and {n} more fields").format(n=more)] if more > 0 else []
+        return "; ".join([e for e, _y in pairs] + tail), "; ".join([y for _e, y in pairs] + tail)
+
+    def lines(self, fields: tuple[Field, ...]) -> list[str]:
+        """The case in the report's text form: one line when it passes, then one line per difference."""
+        name = _(self.case.name)
+        if self.passed:
+            return [_clip(f"✓ {name}: {self.summary(fields)}")]
+        out = [f"✗ {name}"]
+        if self.ran.fields is None:
+            return out + _wrapped(self.ran.raised or self.ran.hung or "", "    ")
+        by_key = {f.key: f for f in fields}
+        for key in self.differs[:SHOWN_FIELDS]:
+            out += _wrapped(cut(by_key[key].tell(self.expected, self.ran.fields), LINE_LIMIT), "    ")
+        if len(self.differs) > SHOWN_FIELDS:
+            out.append("    " + _("… and {n} more fields").format(n=len(self.differs) - SHOWN_FIELDS))
+        return out
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 1] + "…"
+
+
+def _wrapped(text: str, indent: str = "") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=True, break_on_hyphens=False) or [indent]
+
+
+def _code_in_html(text: str) -> str:
+    """``text`` as HTML: escaped, and what stands between backticks set as code."""
+    parts = html.escape(text, quote=False).split("`")
+    if len(parts) % 2 == 0:   # an odd number of backticks: no code spans, say it as it is
+        return html.escape(text, quote=False)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
 
 @dataclass
 class Report:
-    """What ``await check(...)`` shows: the table, ``N of M cases pass``, the first failure explained, and what the
-    pieces left behind (threads or processes ended, what they printed beyond the cell's share, files written where
-    they should not be). A stub, a piece that is not a function, or a kernel the check cannot trust is one line and
-    no table."""
+    """What ``await check(...)`` shows: every case (a failing one with only the fields that differ), ``N of M cases
+    pass``, the first failure explained with the hint the pattern of failures points to, and what the pieces left
+    behind (threads or processes ended, output not shown, files written where they should not be). A stub, a piece
+    that is not a function, or a kernel the check cannot trust is one line and no table. The text form keeps to
+    ``WIDTH`` columns; the HTML form is a table, with the code in its lines set as code."""
     piece: str
     rows: list[Row] = field(default_factory=list)
     total: int = 0
@@ -242,19 +332,12 @@ class Report:
         return _("{passed} of {total} cases pass").format(passed=self.passed, total=self.total)
 
     def frame(self) -> pd.DataFrame:
-        def summary(values: dict | None, row: Row) -> str:   # the fields the case has (its expected answer's)
-            shown = [f for f in self.fields if f.key in row.expected]
-            return ", ".join(f.shown(values.get(f.key)) for f in shown) if values is not None else ""
-
-        def yours(row: Row) -> str:
-            ran = row.ran
-            if row.passed:
-                return _("the same")
-            return summary(ran.fields, row) if ran.fields is not None else (ran.raised or ran.hung or "")
-
         columns = [_("case"), _("expected"), _("yours"), _("pass")]
-        rows = [dict(zip(columns, (_(row.case.name), cut(summary(row.expected, row), LINE_LIMIT),
-                                   cut(yours(row), LINE_LIMIT), "✓" if row.passed else "✗"))) for row in self.rows]
+        rows = []
+        for row in self.rows:
+            expected, yours = row.sides(self.fields)
+            rows.append(dict(zip(columns, (_(row.case.name), cut(expected, LINE_LIMIT), cut(yours, LINE_LIMIT),
+                                           "✓" if row.passed else "✗"))))
         rows += [dict(zip(columns, (_(case), "", _("not run"), ""))) for case in self.not_run]
         return pd.DataFrame(rows, columns=columns).set_index(columns[0])
 
@@ -266,14 +349,16 @@ class Report:
     def __repr__(self) -> str:
         if self.line is not None:
             return self.line
-        return self.frame().to_string() + "\n" + "\n".join(self.lines())
+        cases = [line for row in self.rows for line in row.lines(self.fields)]
+        cases += [_clip(f"· {_(case)} ({_('not run')})") for case in self.not_run]
+        return "\n".join(cases + [w for line in self.lines() for w in _wrapped(line)])
 
     def _repr_html_(self) -> str | None:
         if self.line is not None:
             return None  # one line: the text form is the whole answer
         from .params import table
 
-        text = "".join(f"<p>{html.escape(line)}</p>" for line in self.lines())
+        text = "".join(f"<p>{_code_in_html(line)}</p>" for line in self.lines())
         return table(self.frame())._repr_html_() + "\n" + text
 
 
@@ -319,12 +404,12 @@ class Check:
 
     async def _run(self, url: str, pieces: dict) -> Report:
         warm()
-        files = frozenset(_code_files(pieces))
+        files, stubs = frozenset(_code_files(pieces)), _stubs(pieces)
         report = Report(self.pieces[0], total=len(self.cases), fields=self.fields)
         printed, watch = sandbox.Printed(), project.Watch()
         for n, case in enumerate(self.cases):
             expected = await _library(self, case, url)
-            ran = self._ran(await self._case(pieces, case, url, files, printed), case)
+            ran = self._ran(await self._case(pieces, case, url, files, printed), case, stubs)
             if ran.stub is not None:
                 return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
             differs = [f.key for f in self.fields if f.differ(expected, ran.fields)] if ran.fields is not None else []
@@ -357,36 +442,120 @@ class Check:
         outcome.left = list(dict.fromkeys(left))
         return outcome
 
-    def _ran(self, outcome: sandbox.Outcome, case: Case) -> Ran:
+    def _ran(self, outcome: sandbox.Outcome, case: Case, stubs: set[str] = frozenset()) -> Ran:
         if outcome.kind == "ok":
             if isinstance(outcome.value, dict):
                 return Ran(fields=outcome.value, left=outcome.left, wrote=outcome.wrote)
             return Ran(raised=_("raised {error}").format(error=type_name(outcome.value)), left=outcome.left)
         error = outcome.error or {}
-        if outcome.kind == "raised" and error.get("stub") and error.get("frames"):
-            return Ran(stub=error["frames"][-1][1])
+        if outcome.kind == "raised" and error.get("stub") and error.get("frames") and error["frames"][-1][1] in stubs:
+            return Ran(stub=error["frames"][-1][1])   # a bare NotImplementedError, raised in a piece itself
         line = outcome_line(outcome, case.deadline)
         if outcome.kind == "hung":
             return Ran(hung=line, left=outcome.left)
         return Ran(raised=line, left=outcome.left, wrote=outcome.wrote)
 
     def _explain(self, report: Report) -> str | None:
-        failing = next((row for row in report.rows if not row.passed), None)
-        if failing is None:
+        """The first case that fails, what differs in it, and the hint the failures point to: the first mistake the
+        check knows (they are in order, the most particular first) that explains the first failing case (a hint
+        explains a case only if it reads a field that differs there: one that reads none says nothing about it); else
+        what the field that differs there means; else the mistake that explains the most of the other failing cases,
+        named; else the point the case pins. Then, when several fail, which fields differ across them, and how
+        often."""
+        failing = [row for row in report.rows if not row.passed]
+        if not failing:
             return None
-        case, ran = failing.case, failing.ran
-        if ran.fields is None:
-            what = ran.hung or ran.raised
+        first, shown = failing[0], {f.key: f for f in self.fields}
+        if first.ran.fields is None:
+            what = first.ran.hung or first.ran.raised
         else:  # at most two fields, the transcript only when nothing else differs: it follows from the rest
-            shown = {f.key: f for f in self.fields}
-            keys = [k for k in failing.differs if not shown[k].follows] or failing.differs
-            what = "; ".join(cut(shown[key].tell(failing.expected, ran.fields), LINE_LIMIT) for key in keys[:2])
-        yours = ran.fields if ran.fields is not None else {"hung": ran.hung, "raised": ran.raised}
-        hint = next((h.says for h in self.hints if _safe(h.when, case, failing.expected, yours)), None)
-        if hint is None and ran.fields is not None:
-            hint = case.point
-        said = _("first case that fails: {case} ({what}).").format(case=_(case.name), what=what)
-        return said + (" " + _("Hint: {hint}.").format(hint=_(hint)) if hint else "")
+            keys = [k for k in first.differs if not shown[k].follows] or first.differs
+            what = "; ".join(cut(shown[key].tell(first.expected, first.ran.fields), LINE_LIMIT) for key in keys[:2])
+        said = _("first case that fails: {case} ({what}).").format(case=_(first.case.name), what=what)
+        matched = [[row for row in failing if _explains(h, row)] for h in self.hints]
+        own = next((h for h, rows in zip(self.hints, matched) if first in rows), None)
+        generic = _field_hint(failing, shown, first)
+        other = max(((len(rows), -i) for i, rows in enumerate(matched) if rows), default=None)
+        if own is not None:
+            said += " " + _("Hint: {hint}.").format(hint=_(own.says))
+        elif generic is not None:
+            said += " " + _("Hint: {hint}.").format(hint=generic)
+        elif other is not None:
+            hint = self.hints[-other[1]]
+            said += " " + _("Hint: {hint}.").format(hint=_(hint.says)) + " " + _("(Said of the case {case}.)").format(
+                case=_(matched[-other[1]][0].case.name))
+        elif first.ran.fields is not None:
+            said += " " + _("The case: {point}.").format(point=_(first.case.point))
+        if len(failing) > 1:
+            said += " " + _pattern(failing, shown)
+        return said
+
+
+class _Reading(dict):
+    """A case's fields, noting which a hint reads."""
+
+    def __init__(self, data: dict, read: set):
+        super().__init__(data)
+        self.read = read
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def _explains(hint: Hint, row: Row) -> bool:
+    """Whether ``hint`` explains the failing ``row``: its condition holds, and it read a field that differs there (or
+    what the piece raised, or that it hung)."""
+    read: set = set()
+    yours = row.ran.fields if row.ran.fields is not None else {"hung": row.ran.hung, "raised": row.ran.raised}
+    differs = set(row.differs) | {k for k in ("hung", "raised") if getattr(row.ran, k)}
+    return _safe(hint.when, row.case, _Reading(row.expected, read), _Reading(yours, read)) and bool(read & differs)
+
+
+# What a field means, said when it differs and no mistake the check knows explains it
+FIELD_HINTS = {
+    "status": N_("the status is how the run ended, in the chapter's words: `completed`, `failed`, "
+                 "`max_turns_exceeded`, `budget_exceeded` or `interrupted`"),
+    "turns": N_("`turns` counts the replies the run paid for: one per call of the model"),
+    "tool_runs": N_("`tool_runs` counts the tools that ran, once each has returned: not a call answered from a cache, "
+                    "refused, or cut short by Stop"),
+    "in": N_("`in` adds up each reply's `usage['prompt_tokens']`, `out` its `usage['completion_tokens']`"),
+    "out": N_("`in` adds up each reply's `usage['prompt_tokens']`, `out` its `usage['completion_tokens']`"),
+    "cost_usd": N_("`cost_usd` prices the run's tokens at the chapter's prices, $2.00 a million in and $12.00 a "
+                   "million out, added up turn by turn"),
+    "answer": N_("the answer is the content of the reply that asked for nothing: the model's last words"),
+    "messages": N_("the transcript is the `messages` list the loop was given: each reply and each tool result "
+                   "appended to it, in order, as `{'role': 'tool', 'tool_call_id': ..., 'name': ..., 'content': ...}`"),
+}
+
+
+def _field_hint(failing: list[Row], shown: dict, first: Row) -> str | None:
+    """What the field means that differs in the first failing case, the one that differs in most cases first."""
+    counts: dict[str, int] = {}
+    for row in failing:
+        for key in row.differs:
+            counts[key] = counts.get(key, 0) + 1
+    for key in sorted(first.differs, key=lambda k: (shown[k].follows, -counts[k])):
+        if key in FIELD_HINTS:
+            return _(FIELD_HINTS[key])
+    return None
+
+
+def _pattern(failing: list[Row], shown: dict) -> str:
+    """Which fields differ across the failing cases, and in how many: the shape of the mistake."""
+    counts: dict[str, int] = {}
+    for row in failing:
+        for key in row.differs or ["raised" if row.ran.raised else "hung"]:
+            counts[key] = counts.get(key, 0) + 1
+    named = {"raised": _("raised"), "hung": _("still running")}
+    parts = [f"{named.get(k) or in_context('field', shown[k].label or shown[k].key)} ({n})"
+             for k, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4]]
+    # TRANSLATORS: "5 cases fail; what differs: tool runs (5), input tokens (2)"
+    return _("{n} cases fail; what differs: {fields}.").format(n=len(failing), fields=", ".join(parts))
 
 
 def after_lines(left: list[tuple], wrote: list[str], printed: sandbox.Printed, watch=None) -> list[str]:
@@ -418,6 +587,16 @@ def _safe(when, *args) -> bool:
 def _code_files(pieces: dict) -> list[str]:
     """The files of the pieces' code (a function's, a method's, a class's methods'): whose frames are the
     reader's. Read through the types' own attributes: a piece's own ``__getattr__`` is never asked."""
+    return [code.co_filename for code in _codes(pieces)]
+
+
+def _stubs(pieces: dict) -> set[str]:
+    """The names of the pieces' functions and methods: where an exercise's stub raises."""
+    return {code.co_name for code in _codes(pieces)}
+
+
+def _codes(pieces: dict) -> list:
+    """The code of the pieces' functions and methods, and of the functions defined inside them (a tool's ``run``)."""
     found = []
     for piece in pieces.values():
         if isinstance(piece, types.MethodType):
@@ -425,13 +604,17 @@ def _code_files(pieces: dict) -> list[str]:
         if isinstance(piece, functools.partial):
             piece = piece.func
         if isinstance(piece, types.FunctionType):
-            found.append(piece.__code__.co_filename)
+            found.append(piece.__code__)
         elif isinstance(piece, type):
             for value in type.__dict__["__dict__"].__get__(piece).values():
                 value = value.fget if isinstance(value, property) else value
                 value = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
                 if isinstance(value, types.FunctionType):
-                    found.append(value.__code__.co_filename)
+                    found.append(value.__code__)
+    inner = [c for code in found for c in code.co_consts if isinstance(c, types.CodeType)]
+    while inner:
+        found += inner
+        inner = [c for code in inner for c in code.co_consts if isinstance(c, types.CodeType)]
     return found
 
 
@@ -443,11 +626,22 @@ UNTIL_FIRST_FAILURE: ContextVar[bool] = ContextVar("checking_until_first_failure
 _LIBRARY: dict[tuple[str, str], dict] = {}
 
 
+def _environment() -> tuple:
+    """What the library's answers are made of besides the case, as this kernel has it: the task and system prompt,
+    the scripts, the prices, the quick scan. A cell that changes one gets answers made anew, not those of before."""
+    from ..pricing import CHAPTER_PRICES
+    from ..scripted.scripts import SCRIPTS
+    from ..workspace import SYSTEM_PROMPT, TASK
+
+    return (TASK, SYSTEM_PROMPT, tuple(sorted(QUICK_SCAN.items())), repr(CHAPTER_PRICES),
+            tuple((name, id(script)) for name, script in SCRIPTS.items()))
+
+
 async def _library(check: Check, case: Case, url: str) -> dict:
-    """The library's answer for a case, as plain data, computed once per process: the scripted model is a pure
-    function of the transcript, so it does not change between checks (nor with the provider's address). One that
-    failed is never kept: the check says so in one line and gives no verdict."""
-    key = (check.section, case.name)
+    """The library's answer for a case, as plain data, computed once per process and environment: the scripted model
+    is a pure function of the transcript, so it does not change between checks (nor with the provider's address).
+    One that failed is never kept: the check says so in one line and gives no verdict."""
+    key = (check.section, case.name, _environment())
     if key not in _LIBRARY:
         try:
             answer = plain(await check.expected(case, url))
@@ -499,10 +693,13 @@ def dollars(x) -> str:
 
 
 def close(a, b, within: float = 1e-9) -> bool:
-    try:
-        return abs(a - b) <= within
-    except TypeError:
-        return a == b
+    """Two sums of dollars, the same to within ``within``; anything that is not two numbers, ``same``."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)):
+        try:
+            return abs(a - b) <= within
+        except OverflowError:
+            return False
+    return same(a, b)
 
 
 def returned(value, keys: tuple[str, ...], piece: str) -> dict:

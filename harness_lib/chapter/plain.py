@@ -17,6 +17,7 @@ message is huge, or cannot be made (its ``__str__`` raises).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .language import Text
@@ -44,10 +45,13 @@ def cut(text: str, limit: int) -> str:
 
 
 def type_name(value) -> str:
-    """The name of ``value``'s type, read from the type itself (never from the value, which may lie)."""
+    """The name of ``value``'s type, read from the type itself (never from the value, which may lie), on one line."""
     try:
         name = type.__getattribute__(type(value), "__qualname__")
-        return cut(str.__str__(name), 60) if isinstance(name, str) else "object"
+        if not isinstance(name, str):
+            return "object"
+        name = " ".join(str.__str__(name).split()).replace("`", "'")
+        return cut(_speakable(name), 60) or "object"
     except Exception:  # noqa: BLE001 - a type whose name cannot be read is still a type
         return "object"
 
@@ -75,6 +79,7 @@ def _key(where: str, key) -> str:
 
 
 def _plain(value: Any, where: str, budget: _Budget, depth: int) -> Any:
+    """Read through ``type(value)``, which a value cannot fake (``isinstance`` believes a ``__class__`` it claims)."""
     if depth > DEPTH_LIMIT:
         raise NotPlain(type_name(value), where, "depth", DEPTH_LIMIT)
     kind = type(value)
@@ -82,27 +87,22 @@ def _plain(value: Any, where: str, budget: _Budget, depth: int) -> Any:
         budget.take(where)
         return value
     if kind is Text:
-        budget.take(where, len(value))
-        template, values = getattr(value, "template", None), getattr(value, "values", None)
-        template = str.__str__(template) if isinstance(template, str) else str.__str__(value)
-        values = values if isinstance(values, dict) else {}
-        return Text(template, **{str.__str__(k): _plain(v, _key(where, k), budget, depth + 1)
-                                 for k, v in dict.items(values) if isinstance(k, str)})
-    if isinstance(value, str):
-        text = str.__str__(value)
+        return _text(value, where, budget, depth)
+    if issubclass(kind, str):
+        text = _speakable(str.__str__(value))
         budget.take(where, min(len(text), STRING_LIMIT))
         return cut(text, STRING_LIMIT)
-    if isinstance(value, int):
+    if issubclass(kind, int):
         budget.take(where)
         return int.__int__(value)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         budget.take(where)
         return float.__float__(value)
-    if isinstance(value, (bytes, bytearray)):
+    if issubclass(kind, (bytes, bytearray)):
         data = bytes.__add__(b"", value)
         budget.take(where, min(len(data), STRING_LIMIT))
         return data if len(data) <= STRING_LIMIT else data[:STRING_LIMIT]
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         budget.take(where)
         out = {}
         for k, v in list(dict.items(value)):
@@ -113,18 +113,49 @@ def _plain(value: Any, where: str, budget: _Budget, depth: int) -> Any:
                 raise NotPlain(type_name(k), f"{where} (a key)") from None
             out[key] = _plain(v, _key(where, key), budget, depth + 1)
         return out
-    if isinstance(value, (list, tuple)):
-        base = list if isinstance(value, list) else tuple
+    if issubclass(kind, (list, tuple)):
+        base = list if issubclass(kind, list) else tuple
         budget.take(where)
         items = [base.__getitem__(value, i) for i in range(base.__len__(value))]
         made = [_plain(v, f"{where}[{i}]", budget, depth + 1) for i, v in enumerate(items)]
         return made if base is list else tuple(made)
-    if isinstance(value, (set, frozenset)):
-        base = set if isinstance(value, set) else frozenset
+    if issubclass(kind, (set, frozenset)):
+        base = set if issubclass(kind, set) else frozenset
         budget.take(where)
         made = [_plain(v, f"{where} (an item)", budget, depth + 1) for v in list(base.__iter__(value))]
         return set(made) if base is set else frozenset(made)
     raise NotPlain(type_name(value), where)
+
+
+_PADDED = re.compile(r"\{[^{}]*:[^{}]*[0-9][^{}]*\}")   # a field with a width or a precision: {x:>9}, {x:.3}
+
+
+def _text(value: Text, where: str, budget: _Budget, depth: int):
+    """A message with values stays one (said in the language spoken) when it is small and pads nothing: its
+    template made again from bounded values is bounded too. Any other is the text it reads as."""
+    template, values = getattr(value, "template", None), getattr(value, "values", None)
+    text = _speakable(str.__str__(value))
+    if (type(template) is str and len(template) <= 1000 and not _PADDED.search(template)
+            and type(values) is dict and all(type(k) is str for k in values)):
+        plain_values = {k: _plain(v, _key(where, k), budget, depth + 1) for k, v in dict.items(values)}
+        try:
+            made = Text(template, **plain_values)
+        except Exception:  # noqa: BLE001 - a template its values do not fill: the text it reads as
+            made = None
+        if made is not None and len(made) <= STRING_LIMIT:
+            budget.take(where, len(made))
+            return made
+    budget.take(where, min(len(text), STRING_LIMIT))
+    return cut(text, STRING_LIMIT)
+
+
+def _speakable(text: str) -> str:
+    """``text`` as it can be sent and shown: half a character (a lone surrogate) written as its escape."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def one_line(error: BaseException) -> str:

@@ -30,8 +30,9 @@ _verified: list = []   # [the data folder's stat listing last found intact]
 
 
 def _listing(root: Path, recursive: bool) -> dict[str, tuple]:
-    """{path below ``root``: (size, modification time, folder?)}; hidden names and notebooks left out of the
-    notebook's folder (JupyterLab saves them, and its checkpoints, while a check runs)."""
+    """{path below ``root``: (size, modification time, change time, inode, folder?)}: a file rewritten and its
+    modification time put back still changes its change time, which no call sets; hidden names and notebooks are
+    left out of the notebook's folder (JupyterLab saves them, and its checkpoints, while a check runs)."""
     found: dict[str, tuple] = {}
     try:
         entries = list(os.scandir(root))
@@ -45,7 +46,7 @@ def _listing(root: Path, recursive: bool) -> dict[str, tuple]:
         except OSError:
             continue
         folder = entry.is_dir(follow_symlinks=False)
-        found[entry.name] = (info.st_size if not folder else 0, info.st_mtime_ns, folder)
+        found[entry.name] = (info.st_size if not folder else 0, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, folder)
         if folder and recursive:
             found.update({f"{entry.name}/{k}": v for k, v in _listing(Path(entry.path), True).items()})
     return found
@@ -111,7 +112,7 @@ class Watch:
 def _difference(before: dict, after: dict) -> str:
     gone = [k for k in before if k not in after]
     new = [k for k in after if k not in before]
-    changed = [k for k in after if k in before and after[k] != before[k] and not after[k][2]]
+    changed = [k for k in after if k in before and after[k] != before[k] and not after[k][-1]]
     said = [_("{files} removed").format(files=", ".join(gone[:3])) if gone else "",
             _("{files} added").format(files=", ".join(new[:3])) if new else "",
             _("{files} changed").format(files=", ".join(changed[:3])) if changed else ""]

@@ -31,6 +31,7 @@ import gc
 import io
 import os
 import pickle
+import re
 import signal
 import struct
 import sys
@@ -48,6 +49,10 @@ from .language import Text
 from .plain import NotPlain, cut, one_line, plain, type_name
 
 FORK = hasattr(os, "fork") and os.environ.get("HARNESS_CHECK_IN_THREAD") != "1"
+# What the child ends with, taken now: a piece that replaces os._exit, time.sleep or pickle.dumps in its process
+# must not make the child return into the kernel's code.
+_EXIT, _SLEEP, _DUMPS, _WRITE, _KILL, _GETPID = os._exit, time.sleep, pickle.dumps, os.write, os.kill, os.getpid
+UNANSWERED = 97   # the child's exit code when it could not write its answer (its descriptors closed, say)
 RESULT_LIMIT = 64 * 1024 * 1024   # bytes of an answer; plain data is far smaller (plain.TOTAL_LIMIT)
 POLL_S = 0.02                     # how often the kernel looks whether the child died without answering
 LEFT_JOIN_S = 0.05                # how long the child waits for idle worker threads to end before naming those left
@@ -72,6 +77,11 @@ class Shape(Exception):
     with a ``Text``)."""
 
 
+# Terminal controls a piece may print (an escape, a carriage return alone): written out, so that what it prints can
+# neither hide the check's verdict nor draw one of its own.
+_CONTROL = re.compile(r"\x1b|\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 class Printed:
     """What the reader's code printed during one check, relayed to the cell up to ``limit`` characters; the rest
     is counted and said once, at the end."""
@@ -80,6 +90,7 @@ class Printed:
         self.limit, self.shown, self.hidden = limit, 0, 0
 
     def relay(self, text: str, stream) -> None:
+        text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
         room = max(self.limit - self.shown, 0)
         shown, rest = text[:room], text[room:]
         if shown:
@@ -113,11 +124,12 @@ def describe(error: BaseException, files: frozenset) -> dict:
     frames = [(line, frame.f_code.co_name) for frame, line in traceback.walk_tb(error.__traceback__)
               if frame.f_code.co_filename in files][-20:]
     shape = None
-    if isinstance(error, Shape):
+    if type(error) is Shape:
         said = error.args[0] if error.args else ""
         shape = plain(said) if isinstance(said, Text) else cut(one_line(error).split(": ", 1)[-1], 400)
-    return {"type": type_name(error), "line": one_line(error), "frames": frames, "shape": shape,
-            "stub": isinstance(error, NotImplementedError), "not_plain": None}
+    stub = type(error) is NotImplementedError and not BaseException.__getattribute__(error, "args")
+    return {"type": type_name(error), "line": one_line(error), "frames": frames, "shape": shape, "stub": stub,
+            "not_plain": None}
 
 
 # -- in a process of its own ----------------------------------------------------------------------------------------
@@ -160,9 +172,10 @@ async def run(factory: Callable[[], Awaitable[Any]], deadline: float, files: fro
 
 
 def _child(factory, files: frozenset, scratch: str, cwd: str, pipes: list) -> None:
-    """The child's whole life: set apart, run the case, write the answer, exit. Whatever happens, it ends in
-    ``os._exit``: it never returns into the kernel's code."""
-    me = os.getpid()
+    """The child's whole life: set apart, run the case, write the answer, wait to be ended. Whatever happens, it
+    ends in ``_EXIT``: it never returns into the kernel's code."""
+    me = _GETPID()
+    code = UNANSWERED
     try:
         answer = b""
         try:
@@ -174,23 +187,32 @@ def _child(factory, files: frozenset, scratch: str, cwd: str, pipes: list) -> No
             outcome["left"] = _left_in_child(loop)
             outcome["wrote"] = _wrote(os.path.join(scratch, "cwd"))
             for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            answer = pickle.dumps(outcome)
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a stream the piece closed: what it held is lost, nothing else
+                    pass
+            answer = _DUMPS(outcome)
         except BaseException as error:  # noqa: BLE001 - anything at all: said, and the child still exits
             try:
-                answer = pickle.dumps({"kind": "raised", "error": describe(error, files)})
+                answer = _DUMPS({"kind": "raised", "error": describe(error, files)})
             except BaseException:  # noqa: BLE001
                 answer = b""
         finally:
             try:
-                if answer and os.getpid() == me:   # a process the piece forked answers nothing
-                    _write_all(result_w, struct.pack("<Q", len(answer)) + answer)
+                if answer and _GETPID() == me:   # a process the piece forked answers nothing
+                    view = memoryview(struct.pack("<Q", len(answer)) + answer)
+                    while view:
+                        view = view[_WRITE(result_w, view):]
+                    code = 0
                     while True:   # the kernel ends the child, with what it left running, once it has the answer
-                        time.sleep(3600)
+                        _SLEEP(3600)
             except BaseException:  # noqa: BLE001 - the kernel hears the child died, which is true
                 pass
     finally:
-        os._exit(0)
+        try:
+            _EXIT(code)
+        finally:
+            _KILL(_GETPID(), signal.SIGKILL)
 
 
 def _set_apart(scratch: str, cwd: str, reads: tuple, out_w: int, err_w: int) -> None:
@@ -262,12 +284,6 @@ def _quiet_display() -> None:
         shell.display_pub.publish = lambda data, *a, **k: print((data or {}).get("text/plain", ""))
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _left_in_child(loop) -> list[str]:
     """The threads and processes the case left running, each in a few words; idle workers of the loop's own
     executor are let go first."""
@@ -304,8 +320,13 @@ def _thread_words(thread: threading.Thread, frame) -> tuple:
 
 def _descendants(pid: int) -> list[tuple[int, str]]:
     """Every live process below ``pid`` (Linux: ``/proc``), as (pid, its command line); elsewhere, none named."""
+    return [(p, _command(p)) for p, state, _group in _below(pid) if state != "Z"]
+
+
+def _below(pid: int, limit: int = 5000) -> list[tuple[int, str, int]]:
+    """Every process below ``pid``, an ended one not yet reaped included, as (pid, state, process group)."""
     found, queue = [], [pid]
-    while queue and len(found) < 200:
+    while queue and len(found) < limit:
         parent = queue.pop()
         try:
             tasks = os.listdir(f"/proc/{parent}/task")
@@ -318,18 +339,14 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
             except (OSError, ValueError):
                 continue
             for child in children:
-                if _alive(child):
-                    found.append((child, _command(child)))
+                try:
+                    with open(f"/proc/{child}/stat") as f:
+                        state, _ppid, group = f.read().rsplit(")", 1)[-1].split()[:3]
+                except (OSError, ValueError):
+                    continue
+                found.append((child, state, int(group)))
                 queue.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _command(pid: int) -> str:
@@ -428,12 +445,34 @@ def _outcome(pid: int, answer: bytes) -> Outcome:
         size = struct.unpack("<Q", answer[:8])[0]
         if len(answer) == 8 + size:
             try:
-                data = _Reader(io.BytesIO(answer[8:])).load()
-                return Outcome(data["kind"], value=data.get("value"), error=data.get("error"),
-                               left=list(data.get("left") or []), wrote=list(data.get("wrote") or []))
+                return _read_answer(_Reader(io.BytesIO(answer[8:])).load())
             except Exception:  # noqa: BLE001 - what came is not an answer the child wrote
-                pass
+                return Outcome("died", died=("garbled",))
     return Outcome("died", died=_how_it_ended(pid))
+
+
+def _read_answer(data) -> Outcome:
+    """The child's answer, its shape checked (the child ran the reader's code: it may have written anything)."""
+    def words(items, arity):
+        return [tuple(i) for i in items if isinstance(i, tuple) and len(i) in arity
+                and all(isinstance(w, str) or w is None for w in i)]
+
+    if not isinstance(data, dict) or data.get("kind") not in ("ok", "raised"):
+        raise ValueError("not an answer")
+    error = data.get("error")
+    if data["kind"] == "raised":
+        if not isinstance(error, dict) or not isinstance(error.get("line"), str):
+            raise ValueError("not an error")
+        error = {"type": str(error.get("type")), "line": error["line"], "stub": error.get("stub") is True,
+                 "frames": [(f[0], f[1]) for f in error.get("frames") or [] if isinstance(f, tuple) and len(f) == 2
+                            and isinstance(f[0], int) and isinstance(f[1], str)],
+                 "shape": error.get("shape") if isinstance(error.get("shape"), str) else None,
+                 "not_plain": error.get("not_plain") if isinstance(error.get("not_plain"), tuple)
+                 and len(error["not_plain"]) == 4 else None}
+    left = data.get("left") if isinstance(data.get("left"), list) else []
+    wrote = data.get("wrote") if isinstance(data.get("wrote"), list) else []
+    return Outcome(data["kind"], value=plain(data.get("value")), error=error if data["kind"] == "raised" else None,
+                   left=words(left, (2, 4)), wrote=[w for w in wrote if isinstance(w, str)])
 
 
 def _how_it_ended(pid: int) -> tuple:
@@ -448,7 +487,7 @@ def _how_it_ended(pid: int) -> tuple:
     if status is None:
         return ("silent",)
     if status.si_code == os.CLD_EXITED:
-        return ("exit", status.si_status)
+        return ("unanswered",) if status.si_status == UNANSWERED else ("exit", status.si_status)
     try:
         return ("signal", signal.Signals(status.si_status).name)
     except ValueError:
@@ -478,18 +517,25 @@ def reap() -> None:
 
 
 def _end(pid: int) -> None:
-    """End the child, its process group and every process below it; reap it now if it is gone, else later
-    (``reap``): a forked kernel takes milliseconds to give its memory back, which the next case need not wait for."""
-    below = [p for p, _c in _descendants(pid)]
-    for kill in (lambda: os.killpg(pid, signal.SIGKILL), *(lambda p=p: os.kill(p, signal.SIGKILL) for p in below)):
-        try:
-            kill()
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """End the child and everything below it: each process group among them stopped first (a group's signal reaches
+    a member forked meanwhile too; a stopped process forks nothing more), looked at again until no new one shows,
+    then killed. Reap the child now if it is gone, else later (``reap``): a forked kernel takes milliseconds to give
+    its memory back, which the next case need not wait for."""
+    own = os.getpgrp()
+    found, groups = set(), {pid}
+    for _ in range(20):   # a process that forks and leaves, again and again, is caught by its group: an ended one
+        below = _below(pid)   # not yet reaped still names it
+        new = {p for p, _state, _group in below} - found
+        found |= new
+        groups |= {group for _p, _state, group in below} - {own}   # never the kernel's own group
+        for group in groups:
+            _signal(-group, signal.SIGSTOP)
+        if not new:
+            break
+    for group in groups:
+        _signal(-group, signal.SIGKILL)
+    for target in found | {pid}:
+        _signal(target, signal.SIGKILL)
     try:
         if os.waitpid(pid, os.WNOHANG) == (0, 0):
             _UNREAPED.append(pid)
@@ -501,6 +547,17 @@ def _end(pid: int) -> None:
                 _UNREAPED.remove(earlier)
         except ChildProcessError:
             _UNREAPED.remove(earlier)
+
+
+def _signal(target: int, signum: int) -> None:
+    """Send ``signum`` to a process (a group, when ``target`` is negative); one already gone is no matter."""
+    try:
+        if target < 0:
+            os.killpg(-target, signum)
+        else:
+            os.kill(target, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # -- in a thread, where there is no fork ------------------------------------------------------------------------

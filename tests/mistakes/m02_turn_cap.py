@@ -23,4 +23,13 @@ MISTAKES = (
     mistake("the tokens of the last turn kept, not added up",
             ('tally["in"] += reply["usage"]["prompt_tokens"]', 'tally["in"] = reply["usage"]["prompt_tokens"]'),
             hint="add up every turn's usage"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("works on a copy of the caller's transcript: the caller's messages never grow",
+            ('    by_name = {tool.name: tool for tool in tools}\n    schemas',
+             '    messages = list(messages)\n    by_name = {tool.name: tool for tool in tools}\n    schemas'),
+            hint="the `messages` list the loop was given"),
+    mistake("tool runs counted once per reply that asks for tools, not once per call",
+            ('            tally["tool_runs"] += 1\n', ''),
+            ('        for call in calls:\n', '        tally["tool_runs"] += 1\n        for call in calls:\n'),
+            hint="count each call the loop runs"),
 )

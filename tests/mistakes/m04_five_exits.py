@@ -50,4 +50,11 @@ MISTAKES = (
             hint="left calls unanswered"),
     mistake("no completed exit at the top: an answer is only seen where the model is called",
             (ANSWERED, ""), hint="a run whose last message is an answer has ended"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("a tool run counted before the tool runs: a stopped scan still counts",
+            ('        content = await tool.run(args, ToolContext(run_id="mine", call_id=call["id"]))\n'
+             '        run.tool_runs += 1\n',
+             '        run.tool_runs += 1\n'
+             '        content = await tool.run(args, ToolContext(run_id="mine", call_id=call["id"]))\n'),
+            hint="once each has returned"),
 )

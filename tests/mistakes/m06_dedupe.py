@@ -30,4 +30,13 @@ MISTAKES = (
             (GATE, 'if key in seen and dedupe != "off" and tool.read_only:'), hint="\"all\" is the naive cache"),
     mistake("the cache on whatever `dedupe` says, \"off\" included",
             (GATE, 'if key in seen and (dedupe != "read-only" or tool.read_only):'), hint="with the cache \"off\""),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("the cache kept in a global, shared by every run of the process",
+            ('    seen = {}                                            # signature -> the first successful result\n',
+             '    seen = SEEN\n'),
+            ('async def agent_loop(url', 'SEEN = {}\n\n\nasync def agent_loop(url'),
+            hint="a cache belongs to its run"),
+    mistake("a failed call's text without notebook 05's `Error: `",
+            ('result = f"Error: {error}"', 'result = str(error)'),
+            hint="`f\"Error: {error}\"`"),
 )

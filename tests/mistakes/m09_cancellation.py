@@ -45,4 +45,11 @@ MISTAKES = (
     mistake("a progress label of its own words",
             ('ctx.progress(f"scanned {step * files // steps} of {files} files")', 'ctx.progress(f"{step}/{steps}")'),
             hint="report progress after each pause"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("a tool run counted before the tool runs",
+            ('                on_tool_start(name)\n',
+             '                on_tool_start(name)\n                tally["tool_runs"] += 1\n'),
+            ('                tally["tool_runs"] += 1\n                messages.append',
+             '                messages.append'),
+            hint="once each has returned"),
 )

@@ -35,4 +35,16 @@ MISTAKES = (
     mistake("the run id written as the chapter's, whatever the run's", (LINE, LINE.replace('run_id, "type"',
                                                                                             '"n1", "type"')),
             hint="the id of its own run"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("run_stopped without the turn count",
+            ('status=status, reason=reason, turns=tally["turns"],', 'status=status, reason=reason,'),
+            hint="each line carries the chapter's fields"),
+    mistake("the turn line without its finish",
+            (',\n              finish=reply["finish_reason"])', ')'), hint="each line carries the chapter's fields"),
+    mistake("tool_result written before the tool runs",
+            ('            started = time.perf_counter()\n', '            started = time.perf_counter()\n'
+             '            trace(run_id, "tool_result", toolName=name, ms=0, ok=True)\n'),
+            ('            trace(run_id, "tool_result", toolName=name, '
+             'ms=round((time.perf_counter() - started) * 1000), ok=True)\n', ''),
+            hint="`tool_result` once it has run"),
 )

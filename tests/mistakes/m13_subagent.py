@@ -39,4 +39,11 @@ MISTAKES = (
             ("import asyncio\n", "import asyncio\nimport json\n"), hint="not its transcript"),
     mistake("the child's trace kept apart from the parent's", (", trace=ctx.trace", ""),
             hint="pass `trace=ctx.trace`"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("the spend reported as `cost_usd`, as RunState spells it, not the trace's `costUsd`",
+            ('"costUsd": out.total_cost_usd', '"cost_usd": out.total_cost_usd'), hint="`costUsd`"),
+    mistake("a stopped child re-raised as a plain exception",
+            ('raise asyncio.CancelledError(out.interruption["reason"])',
+             'raise RuntimeError(out.interruption["reason"])'),
+            hint="as `asyncio.CancelledError`"),
 )

@@ -31,4 +31,11 @@ MISTAKES = (
             hint="counts every call of `name` in every step so far"),
     mistake("a status of one's own", ('"status": "stopped"', '"status": "stop_condition"'),
             hint="the loop's word for how it ended"),
+    # A second reader's, written from the exercise notebook alone (issue 44)
+    mistake("a run a predicate ended called completed: ai's loop simply ends",
+            ('"status": "stopped"', '"status": "completed"'), hint="`stopped` when a predicate said yes"),
+    mistake("called_at_least counts the steps that called the tool, not the calls",
+            ('sum(call["function"]["name"] == name for step in steps for call in step["tool_calls"])',
+             'sum(any(call["function"]["name"] == name for call in step["tool_calls"]) for step in steps)'),
+            hint="counts every call of `name`"),
 )

@@ -37,19 +37,6 @@ from . import served
 
 
 # -- the check's own scripts --------------------------------------------------------------------------------------
-def two_at_once(t: int, tool_text: str) -> dict:
-    """Lists, reads two files in one reply, then says which results it was told, in which order."""
-    from ...scripted.scripts import asks, call, text
-    if t == 0:
-        return asks(call("c1", "list_files", {}))
-    if t == 1:
-        return asks(call("c2", "read_file", {"path": "notes.txt"}), call("c3", "read_file", {"path": "errors.log"}))
-    notes, errors = tool_text.find("rotate your logs"), tool_text.find("timed out")
-    return text("Read notes.txt, then errors.log: a timeout." if -1 < notes < errors else
-                f"Told {'notes.txt' if notes > -1 else ''}{' and ' if min(notes, errors) > -1 else ''}"
-                f"{'errors.log' if errors > -1 else ''}{', out of order' if -1 < errors < notes else ''}.")
-
-
 def narrates(t: int, _: str) -> dict:
     """Says what it is about to do beside each call: a reply with content that still asks for a tool."""
     from ...scripted.scripts import call, text
@@ -62,7 +49,7 @@ def narrates(t: int, _: str) -> dict:
     return text("errors.log mentions a timeout.")
 
 
-served.OWN.update(two_at_once=two_at_once, narrates=narrates)
+served.OWN.update(narrates=narrates)
 
 
 # -- the cases ------------------------------------------------------------------------------------------------

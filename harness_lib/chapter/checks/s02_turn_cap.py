@@ -29,6 +29,7 @@ from ..checking import (
     workspace,
 )
 from ..language import N_, Text
+from . import served
 
 
 def _case(script: str, cap: int, point: str) -> Case:
@@ -38,6 +39,8 @@ def _case(script: str, cap: int, point: str) -> Case:
 CASES = (  # the cases that tell mistakes apart come first: the first case that fails is the one explained
     _case("runaway", 1, N_("a cap of 1 pays for exactly one turn, runs its call, then stops with max_turns_exceeded")),
     _case("runaway", 2, N_("the cap is checked at the top of every turn, before the model is asked")),
+    _case("two_at_once", 2, N_("a reply may ask for two calls: each call that runs is a tool run, and a capped run "
+                               "has run every call of its last turn")),
     _case("plan", 3, N_("a reply without calls ends the run as completed, even on the turn that reaches the cap")),
     _case("plan", 2, N_("a cap below a run's natural end stops it there, its last calls run")),
     _case("runaway", 0, N_("a cap of 0 stops the run before its first turn: nothing is paid")),
@@ -54,8 +57,8 @@ KEYS = ("status", "turns", "tool_runs", "in", "out")
 
 async def yours(pieces: dict, case: Case, url: str) -> dict:
     messages, ws = start(), workspace()
-    got = await pieces["capped_loop"](url, case.args["script"], messages, ws.tools(**QUICK_SCAN),
-                                      max_turns=case.args["cap"])
+    got = await pieces["capped_loop"](served.address(case.args["script"], url, "02", case.name, "yours"),
+                                      case.args["script"], messages, ws.tools(**QUICK_SCAN), max_turns=case.args["cap"])
     return {**returned(got, KEYS, "capped_loop"), "messages": messages}
 
 
@@ -68,10 +71,16 @@ async def expected(case: Case, url: str) -> dict:
         return {"status": "max_turns_exceeded", "turns": 0, "tool_runs": 0, "in": 0, "out": 0, "messages": start()}
     tools = workspace().tools(**QUICK_SCAN)
     state = await run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]), tools,
-                      Options(base_url=url, max_turns=case.args["cap"]))
+                      Options(base_url=served.address(case.args["script"], url, "02", case.name, "library"),
+                              max_turns=case.args["cap"]))
     owed = await answered(state, tools) if state.status == "max_turns_exceeded" else []
     return {"status": state.status, "turns": state.turns, "tool_runs": state.tool_runs + len(owed),
             "in": state.prompt_tokens, "out": state.completion_tokens, "messages": state.messages + owed}
+
+
+def _results(side: dict) -> int:
+    """The tool results in a run's transcript: what really ran."""
+    return sum(1 for m in side["messages"] if isinstance(m, dict) and m.get("role") == "tool")
 
 
 def _capped(e: dict) -> bool:
@@ -91,12 +100,13 @@ HINTS = (
     Hint(N_("your loop stopped before running the calls of the turn it had paid for: the chapter checks the cap at the "
             "top of the loop, so a paid turn's calls run first (harness_lib leaves them owed, on purpose: "
             "notebook 04)"),
-         lambda c, e, y: _capped(e) and y["turns"] == e["turns"] and y["tool_runs"] < e["tool_runs"]),
+         lambda c, e, y: _capped(e) and y["turns"] == e["turns"] and y["tool_runs"] < e["tool_runs"]
+         and _results(y) < _results(e)),
     Hint(N_("the status of a capped run is the chapter's word for it, `max_turns_exceeded`"),
          lambda c, e, y: _capped(e) and y["turns"] == e["turns"] and y["status"] != e["status"]),
     Hint(N_("`in` and `out` add up every turn's usage, `prompt_tokens` and `completion_tokens` of each reply"),
          lambda c, e, y: y["turns"] == e["turns"] and (y["in"], y["out"]) != (e["in"], e["out"])),
-    Hint(N_("a tool run is one call of a tool: count each call the loop runs, once"),
+    Hint(N_("a tool run is one call of a tool: count each call the loop runs, once (a reply may ask for several)"),
          lambda c, e, y: y["turns"] == e["turns"] and y["tool_runs"] != e["tool_runs"]),
 )
 

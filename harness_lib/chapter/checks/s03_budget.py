@@ -145,7 +145,8 @@ HINTS = (
             "tally counts. Check the budget before the call, at the top of the loop; a check after the call learns of "
             "the overspend one turn late"), lambda c, e, y: y["billed"] > y["turns"]),
     Hint(N_("a budget of 0 paid for a turn: the chapter checks `cost_usd >= max_budget_usd` at the top of the loop, "
-            "before the call, so a run with nothing to spend pays nothing"), lambda c, e, y: c.args["usd"] == 0),
+            "before the call, so a run with nothing to spend pays nothing"),
+         lambda c, e, y: c.args["usd"] == 0 and y["turns"] > e["turns"]),
     Hint(N_("pay each turn what `cost(reply[\"usage\"])` says, the moment the reply is back: the spend is the sum of "
             "the turns' prices from their usage (not from the text's length), the last turn's price kept beside it"),
          lambda c, e, y: _not_as_billed(y)),

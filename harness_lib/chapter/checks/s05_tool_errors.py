@@ -34,6 +34,7 @@ from ..checking import (
     Hint,
     ending,
     returned,
+    same,
     start,
     workspace,
 )
@@ -41,7 +42,7 @@ from ..language import N_, Text, _
 from . import served
 
 GENERIC = "Error: the tool call failed."
-STOPPED = "stopped"
+STOPPED = "interrupted"   # a run Stop ended: the cancellation came out of the loop, or the library returned
 NEVER_FAIL = ("plan", "direct", "repeat", "answer", "runaway")   # scripts whose tools never fail
 
 
@@ -76,10 +77,15 @@ CASES = (  # the first case that fails is the one explained
 KEYS = ("status", "turns", "tool_runs", "in", "out", "cost_usd", "answer", "error")
 
 
-class Either(list):
-    """The chapter's transcript of a fatal run (the failed call's slot empty); ``filled``, the library's (the slot
-    says the error). Either is right."""
-    filled: list | None = None
+def either(chapter: list, filled: list) -> dict:
+    """A fatal run's transcript, two ways right: the chapter's (the failed call's slot empty) and the library's (the
+    slot says the error). Plain data, as everything a check compares."""
+    return {"either": [chapter, filled]}
+
+
+def _one(messages):
+    """The chapter's way of a transcript that may be two ways right."""
+    return messages["either"][0] if isinstance(messages, dict) and "either" in messages else messages
 
 
 def _tools(case: Case, started: asyncio.Event | None):
@@ -151,24 +157,24 @@ async def expected(case: Case, url: str) -> dict:
     state = await job
     messages = state.messages
     if state.status == "failed":   # the chapter's loop leaves the failed call's slot empty; the library fills it
-        messages = Either(state.messages[:-1])
-        messages.filled = state.messages
+        messages = either(state.messages[:-1], state.messages)
     return {"status": state.status, "turns": state.turns, "tool_runs": state.tool_runs, "in": state.prompt_tokens,
             "out": state.completion_tokens, "cost_usd": state.own_cost_usd, "answer": state.output or "",
             "error": state.error, "messages": messages}
 
 
 def _either(e, y) -> bool:
-    return y == e or y == getattr(e, "filled", None)
+    return any(same(y, one) for one in e["either"]) if isinstance(e, dict) and "either" in e else same(y, e)
 
 
 ERROR = Field("error", show=lambda x: _("no error") if not x else _("error {error}").format(
     error=repr(x) if len(str(x)) <= 40 else f"{str(x)[:37]!r}..."), label=N_("error"))
-EITHER = dataclasses.replace(TRANSCRIPT, same=_either)
+EITHER = dataclasses.replace(TRANSCRIPT, same=_either, show=lambda m: TRANSCRIPT.show(_one(m)),
+                             describe=lambda e, y: TRANSCRIPT.describe(_one(e), y))
 
 
 def _results(messages) -> list:
-    return [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    return [m.get("content") for m in _one(messages) if isinstance(m, dict) and m.get("role") == "tool"]
 
 
 def _slots_differ(e: dict, y: dict) -> bool:
@@ -183,7 +189,7 @@ HINTS = (
          lambda c, e, y: y.get("raised") and "CancelledError" not in y["raised"]),
     Hint(N_("Stop arrives as `asyncio.CancelledError`, which is not an `Exception`: catch `Exception`, never "
             "everything (a bare `except:` or `except BaseException`), so that Stop ends the run instead of becoming a "
-            "tool error"), lambda c, e, y: c.args["stop"]),
+            "tool error"), lambda c, e, y: c.args["stop"] and y["status"] != e["status"]),
     Hint(N_("under `fatal` a failed call ends the run at once, `failed`, before the model reads anything"),
          lambda c, e, y: e["status"] == "failed" and y["status"] != "failed"),
     Hint(N_("under `fatal` the run's `error` says which tool failed and why, `f\"{tool.name}: {error}\"`, as "

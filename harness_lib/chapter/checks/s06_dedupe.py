@@ -54,12 +54,15 @@ PAIRS = (  # (how the second call differs from the first, the two calls)
 )
 
 
-def _case(script: str, dedupe: str, point: str, cap: int = 20) -> Case:
-    """Named by its script and cache (names in the code, never translated), and its cap when not the default."""
+def _case(script: str, dedupe: str, point: str, cap: int = 20, again: bool = False) -> Case:
+    """Named by its script and cache (names in the code, never translated), and its cap when not the default;
+    ``again``: a second run of the same script after the first, in the same process, its reads run anew."""
     # TRANSLATORS: a case's name in a check's table: a script (`runaway`), a cache (`read-only`), its turn cap
     name = Text(N_("{script}, {dedupe}, cap {cap}"), script=script, dedupe=dedupe, cap=cap) if cap != 20 \
         else f"{script}, {dedupe}"
-    return Case(name, point, {"script": script, "dedupe": dedupe, "cap": cap})
+    # TRANSLATORS: a case's name: "repeat, read-only, then a second run": two runs of the script, one after the other
+    name = Text(N_("{case}, then a second run"), case=name) if again else name
+    return Case(name, point, {"script": script, "dedupe": dedupe, "cap": cap, "again": again})
 
 
 CASES = (  # the first case that fails is the one explained: the signature, then the gate, then every script
@@ -69,6 +72,8 @@ CASES = (  # the first case that fails is the one explained: the signature, then
           N_("the chapter's gate answers the repeated read from the cache: the tool runs once")),
     _case("delete_twice", "read-only", N_("the gate never answers a tool that writes: the second delete runs")),
     _case("delete_twice", "all", N_("the naive cache answers any repeat, the delete's too: it runs once")),
+    _case("repeat", "read-only", N_("a cache belongs to its run: a second run reads the file again, its first read "
+                                    "answered from nothing the first run kept"), again=True),
     _case("repeat", "off", N_("with the cache off, a repeat runs again")),
     _case("repeat", "all", N_("the naive cache answers a repeated read as the gate does")),
     _case("delete_twice", "off", N_("with the cache off, the second delete runs")),
@@ -108,9 +113,11 @@ def _verdicts(signature) -> list[str]:
 async def yours(pieces: dict, case: Case, url: str) -> dict:
     if "signature" in case.args:
         return {"signature": _verdicts(pieces["signature"])}
-    messages, ws, ran = start(), workspace(), []
-    got = await pieces["agent_loop"](url, case.args["script"], messages, _watched(ws.tools(**QUICK_SCAN), ran),
-                                     dedupe=case.args["dedupe"], max_turns=case.args["cap"])
+    ws, ran = workspace(), []
+    for _run in range(2 if case.args["again"] else 1):   # the second run's fields are the case's
+        messages = start()
+        got = await pieces["agent_loop"](url, case.args["script"], messages, _watched(ws.tools(**QUICK_SCAN), ran),
+                                         dedupe=case.args["dedupe"], max_turns=case.args["cap"])
     return {**returned(got, KEYS, "agent_loop"), "ran": ran, "deleted": ws.delete_runs, "messages": messages}
 
 
@@ -125,9 +132,10 @@ async def expected(case: Case, url: str) -> dict:
     ws, ran = workspace(), []
     tools = _watched(ws.tools(**QUICK_SCAN), ran)
     options = Options(base_url=url, dedupe=case.args["dedupe"], max_turns=case.args["cap"])
-    state = await run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]), tools, options)
-    while state.status == "interrupted" and state.interruption["type"] == "approval":
-        state = await run(approve(state, state.interruption["callId"]), tools, options)
+    for _run in range(2 if case.args["again"] else 1):
+        state = await run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]), tools, options)
+        while state.status == "interrupted" and state.interruption["type"] == "approval":
+            state = await run(approve(state, state.interruption["callId"]), tools, options)
     return {"status": state.status, "turns": state.turns, "tool_runs": state.tool_runs, "in": state.prompt_tokens,
             "out": state.completion_tokens, "cost_usd": state.own_cost_usd, "ran": ran, "deleted": ws.delete_runs,
             "messages": state.messages}
@@ -172,7 +180,20 @@ def _mode(c: Case, script: str, dedupe: str) -> bool:
     return c.args.get("script") == script and c.args.get("dedupe") == dedupe
 
 
+def _unprefixed(e: dict, y: dict) -> bool:
+    """Whether a failed call's result in yours is the library's without its ``Error: ``."""
+    pairs = zip(e["messages"], y["messages"]) if isinstance(y["messages"], list) else ()
+    return any(isinstance(a, dict) and isinstance(b, dict) and a.get("role") == "tool"
+               and str(a.get("content")).startswith("Error: ") and b.get("content") == a["content"][len("Error: "):]
+               for a, b in pairs)
+
+
 HINTS = (
+    Hint(N_("a cache belongs to its run: keep it in the loop (`seen = {}` as the run starts), never in a variable of "
+            "the process, where a second run finds the first run's answers"),
+         lambda c, e, y: c.args.get("again") and len(y["ran"]) < len(e["ran"])),
+    Hint(N_("a failed call's result is the error in its own words, as notebook 05's `descriptive` policy writes it: "
+            "`f\"Error: {error}\"`"), lambda c, e, y: _unprefixed(e, y)),
     Hint(N_("your signature tells apart two calls that differ only in their id: every call has an id of its own, so "
             "a cache keyed on it never sees a repeat; key on the tool and its arguments"),
          lambda c, e, y: _pair(e, y, ANOTHER_ID)),

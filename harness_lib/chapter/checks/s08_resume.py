@@ -45,6 +45,7 @@ from ..checking import (
     dollars,
     plural,
     returned,
+    same,
     workspace,
 )
 from ..language import N_, Text, _
@@ -256,12 +257,12 @@ def _disk_difference(e, y) -> str:
 
 
 def _same(e: dict, y: dict, key: str) -> bool:
-    return close(e.get(key), y.get(key)) if key == "cost_usd" else e.get(key) == y.get(key)
+    return close(e.get(key), y.get(key)) if key == "cost_usd" else same(e.get(key), y.get(key))
 
 
 def _same_disk(e, y) -> bool:
     if not isinstance(e, dict) or not isinstance(y, dict):
-        return e == y
+        return same(e, y)
     return set(e) == set(y) and all(_same(e, y, k) for k in e)
 
 

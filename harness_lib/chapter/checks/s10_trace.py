@@ -209,7 +209,19 @@ def _every(key: str):
     return lambda c, e, y: any(isinstance(b, dict) and key not in b for b in y["trace"])
 
 
+def _missing_field(c, e, y) -> bool:
+    a, b = _first(e, y)
+    return isinstance(a, dict) and isinstance(b, dict) and a.get("type") == b.get("type") and bool(set(a) - set(b))
+
+
+def _out_of_order(c, e, y) -> bool:
+    kinds = [[line.get("type") if isinstance(line, dict) else None for line in side["trace"]] for side in (e, y)]
+    return kinds[0] != kinds[1] and sorted(map(str, kinds[0])) == sorted(map(str, kinds[1]))
+
+
 HINTS = (
+    Hint(N_("a tool's lines come in the order of its run: `tool_start` as it starts, its `tool_progress` lines, and "
+            "`tool_result` once it has run, after the tool has returned"), _out_of_order),
     Hint(N_("a line that is not one JSON object: write each event with `json.dumps(...)` (never by hand), on a line "
             "of its own"), lambda c, e, y: any(not isinstance(b, dict) for b in y["trace"])),
     Hint(N_("open the file to append (`\"a\"`): a trace keeps every line, those of another run or process before "
@@ -232,6 +244,10 @@ HINTS = (
              isinstance(b, dict) and b.get("type") == "tool_progress" for b in y["trace"])),
     Hint(N_("the event's type comes second, one of the chapter's six: turn, tool_start, tool_progress, tool_result, "
             "approval_required, run_stopped"), _lacks("type")),
+    Hint(N_("each line carries the chapter's fields for its kind: turn (turn, prompt_tokens, completion_tokens, "
+            "total_tokens, costUsd, finish), tool_start (toolName, args, callId), tool_progress (toolName, label), "
+            "tool_result (toolName, ms, ok), approval_required (toolName, args, callId), run_stopped (status, "
+            "reason, turns, costUsd)"), _missing_field),
     Hint(N_("a tool_result line says how long the tool took, `ms`: a whole number of milliseconds, from just before "
             "the tool's run to just after it"),
          _lacks("ms", "tool_result")),

@@ -191,7 +191,19 @@ def _child_is(y: dict, key: str):
     return y["child"].get(key) if isinstance(y.get("child"), dict) else None
 
 
+def _spend_unnamed(y: dict) -> bool:
+    """A child reported whose spend is not under ``costUsd`` (``cost_usd``, say, as RunState spells it)."""
+    return isinstance(y.get("child"), dict) and y["child"].get("costUsd") is None
+
+
 HINTS = (
+    Hint(N_("Stop reaches the child as `asyncio.CancelledError`: raise it as it is, `raise "
+            "asyncio.CancelledError(reason)`, never as another exception, so that the parent's loop sees a Stop and "
+            "ends interrupted"), lambda c, e, y: _stopped(c) and y.get("raised") is not None
+         and "CancelledError" not in y["raised"]),
+    Hint(N_("report the child's spend under the trace's names: `{'runId': ..., 'status': ..., 'turns': ..., "
+            "'costUsd': out.total_cost_usd, 'messages': len(out.messages)}`, `costUsd` as the chapter writes it"),
+         lambda c, e, y: y["child"] != e["child"] and _spend_unnamed(y)),
     Hint(N_("your child never stopped: give it limits of its own, `Options(max_turns=max_turns, "
             "max_budget_usd=max_budget_usd)`, so a runaway child ends there and the parent goes on"),
          lambda c, e, y: y.get("hung") is not None),

@@ -32,6 +32,7 @@ from ..checking import (
     workspace,
 )
 from ..language import N_, Text, _
+from . import served
 
 
 def _case(script: str, *predicates: tuple, point: str) -> Case:
@@ -56,6 +57,8 @@ CASES = (  # the first case that fails is the one explained: each predicate alon
     _case("runaway", ("step_count_is", 8), ("has_tool_call", "list_files"),
           point=N_("has_tool_call('list_files') is true after the first step, whatever the step count says")),
     _case("repeat", ("called_at_least", "read_file", 2), point=N_("the same call asked twice is two calls")),
+    _case("two_at_once", ("called_at_least", "read_file", 2),
+          point=N_("two calls of a tool in one step are two calls: called_at_least counts calls, not steps")),
     _case("slow", ("has_tool_call", "scan_archive"), point=N_("a predicate on the slow tool fires once it has run")),
     _case("plan", point=N_("with no predicate at all, only an answer ends the run")),
     _case("plan", ("step_count_is", 3), point=N_("a reply that asks for nothing ends the run, before any predicate")),
@@ -72,7 +75,8 @@ async def yours(pieces: dict, case: Case, url: str) -> dict:
     stop_when = [pieces[name](*args) for name, *args in case.args["predicates"]]
     if stop_when:   # the first predicate, asked first, also notes how many steps it was asked about
         stop_when[0] = _noting(stop_when[0], asked)
-    got = await pieces["agent_loop"](url, case.args["script"], messages, workspace().tools(seconds=0.05), stop_when)
+    got = await pieces["agent_loop"](served.address(case.args["script"], url, "14", case.name, "yours"),
+                                     case.args["script"], messages, workspace().tools(seconds=0.05), stop_when)
     return {**returned(got, KEYS, "agent_loop"), "asked": asked, "messages": messages}
 
 
@@ -100,7 +104,8 @@ async def expected(case: Case, url: str) -> dict:
 
     tools = workspace().tools(seconds=0.05)
     state = await run(new_run(SYSTEM_PROMPT, TASK, case.args["script"]), tools,
-                      Options(base_url=url, stops=[_condition(*p) for p in case.args["predicates"]]))
+                      Options(base_url=served.address(case.args["script"], url, "14", case.name, "library"),
+                              stops=[_condition(*p) for p in case.args["predicates"]]))
     owed = await answered(state, tools)   # at the library's turn cap: the calls it left owed, run as yours does
     steps = sum(1 for m in state.messages if m["role"] == "assistant" and m.get("tool_calls"))
     return {"status": "completed" if state.status == "completed" else "stopped", "turns": state.turns,
@@ -147,9 +152,6 @@ HINTS = (
     Hint(N_("the predicates were asked before the step was added to `steps`: each step goes into `steps` as soon as "
             "its tools have run, and only then are the predicates asked"),
          lambda c, e, y: y["asked"] and e["asked"] and y["asked"][0] < e["asked"][0]),
-    Hint(N_("the run's status is the loop's word for how it ended: `stopped` when a predicate said yes, `completed` "
-            "for an answer"), lambda c, e, y: y["turns"] == e["turns"] and y["status"] != e["status"]
-         and y["status"] not in ("completed", "stopped")),
     Hint(N_("with no predicate, nothing stops the run but an answer: `any` of an empty list is false (`all` of it is "
             "true)"), lambda c, e, y: not c.args["predicates"] and y["status"] != e["status"]),
     Hint(N_("any one true predicate stops the run (`any`), not all of them together"),
@@ -159,6 +161,8 @@ HINTS = (
          lambda c, e, y: y["turns"] == e["turns"] and y["tool_runs"] < e["tool_runs"]),
     Hint(N_("a reply that asks for nothing ends the run as `completed`, before any predicate is asked"),
          lambda c, e, y: e["status"] == "completed" and y["status"] == "stopped"),
+    Hint(N_("the run's status is the loop's word for how it ended: `stopped` when a predicate said yes, `completed` "
+            "for an answer"), lambda c, e, y: y["turns"] == e["turns"] and y["status"] != e["status"]),
     Hint(N_("step_count_is(n) is true once n steps have run: `len(steps) == n` (count the step before asking)"),
          lambda c, e, y: _names(c) == {"step_count_is"} and y["turns"] != e["turns"]),
     Hint(N_("has_tool_call(name) is true when the last step, `steps[-1]`, called `name`: compare each call's "

@@ -19,7 +19,23 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-OWN: dict = {}            # a check's own scripts, by name: (turn, tool_text) -> message, as scripts.SCRIPTS
+
+def two_at_once(t: int, tool_text: str) -> dict:
+    """Lists, reads two files in one reply, then says which results it was told, in which order: several calls in
+    one reply, which every loop must run one by one (01, 02, 14 and 08's checks ask it)."""
+    from ...scripted.scripts import asks, call, text
+    if t == 0:
+        return asks(call("c1", "list_files", {}))
+    if t == 1:
+        return asks(call("c2", "read_file", {"path": "notes.txt"}), call("c3", "read_file", {"path": "errors.log"}))
+    notes, errors = tool_text.find("rotate your logs"), tool_text.find("timed out")
+    return text("Read notes.txt, then errors.log: a timeout." if -1 < notes < errors else
+                f"Told {'notes.txt' if notes > -1 else ''}{' and ' if min(notes, errors) > -1 else ''}"
+                f"{'errors.log' if errors > -1 else ''}{', out of order' if -1 < errors < notes else ''}.")
+
+
+# a check's own scripts, by name: (turn, tool_text) -> message, as scripts.SCRIPTS
+OWN: dict = {"two_at_once": two_at_once}
 _BILLS: dict[str, list] = {}
 _LOCK = threading.Lock()
 _ADDRESS: list = []      # [(the process's id, the address)]: a case's child process serves its own bills
@@ -83,6 +99,11 @@ def url(*names: str) -> str:
         key = f"{len(_BILLS)}-" + "-".join("".join(ch if ch.isalnum() else "_" for ch in n) for n in names)
         _BILLS[key] = []
     return f"{_address()}/{key}"
+
+
+def address(script: str, provider: str, *names: str) -> str:
+    """Where a case's run asks its model: here for a check's own script, else ``provider`` (the scripted one)."""
+    return url(*names) if script in OWN else provider
 
 
 def billed(address: str) -> list[dict]:
