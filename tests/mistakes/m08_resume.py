@@ -36,4 +36,26 @@ MISTAKES = (
     mistake("no save when the run ends", ('    ### BEGIN SOLUTION\n    save(state, folder)\n    ### END SOLUTION\n'
                                           '    return state', '    return state'),
             hint="what your loop returns is not what is on disk"),
+    # Issue 44: mistakes that passed every case before
+    mistake("save writes the file in place: a crash in the middle of a save leaves half a run",
+            ('    path.with_suffix(".tmp").write_text(json.dumps(state))\n'
+             '    os.replace(path.with_suffix(".tmp"), path)\n', '    path.write_text(json.dumps(state))\n'),
+            hint="a save is whole or not made"),
+    mistake("the chapter's pending: owed only while the transcript ends with the reply that asked",
+            ('    asked = next((m for m in reversed(state["messages"]) if m["role"] == "assistant"), {})\n',
+             '    asked = state["messages"][-1] if state["messages"][-1]["role"] == "assistant" else {}\n'),
+            hint="not only when the transcript ends with it"),
+    mistake("save and load ignore their folder: the run is written in the working folder",
+            ('    path = Path(folder) / f"{state[\'run_id\']}.json"', '    path = Path(f"{state[\'run_id\']}.json")'),
+            ('    return json.loads((Path(folder) / f"{run_id}.json").read_text())',
+             '    return json.loads(Path(f"{run_id}.json").read_text())'),
+            hint="`save` writes into the folder it is given"),
+    mistake("a tool that raises is not caught: the run dies with it",
+            ('                try:\n'
+             '                    result = await tool.run(args, ToolContext(run_id=state["run_id"], '
+             'call_id=call["id"]))\n                except Exception as error:\n'
+             '                    result = f"Error: {error}"\n',
+             '                result = await tool.run(args, ToolContext(run_id=state["run_id"], '
+             'call_id=call["id"]))\n'),
+            hint="a tool that fails"),
 )

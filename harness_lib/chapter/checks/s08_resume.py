@@ -21,6 +21,7 @@ needs none), so the scripts that delete are cases too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -49,6 +50,8 @@ from ..checking import (
     workspace,
 )
 from ..language import N_, Text, _
+from ..plain import one_line, plain
+from . import served
 
 MODEL, STARTS, RAN = "waiting for turn", "as tool run starts", "after tool run, before its save"
 
@@ -64,7 +67,12 @@ def _case(script: str, point: str, kill: str | None = None, n: int = 0, cap: int
                 {"script": script, "kill": kill, "n": n, "cap": cap})
 
 
+SAVING = Case(N_("save and load, a save killed halfway"),
+              N_("a save is whole or not made: written beside the run's file, then renamed over it, in the folder it "
+                 "is given; `load` reads that folder"), {"saving": True})
+
 CASES = (  # the crashes that tell the mistakes apart first; then every script, whole
+    SAVING,
     _case("plan", N_("a run that ends is on disk as it ended: what the loop returns is what `load` gives back")),
     _case("plan", N_("the chapter's moment: two results on disk, the process dies waiting for turn 3; resumed, it "
                      "pays for turn 3 once and runs nothing again"), MODEL, 3),
@@ -82,6 +90,9 @@ CASES = (  # the crashes that tell the mistakes apart first; then every script, 
     _case("plan", N_("a crash waiting for turn 2: one result on disk"), MODEL, 2),
     _case("plan", N_("a crash as the first tool starts: turn 1 on disk, its call owed"), STARTS, 1),
     _case("plan", N_("a crash after the first tool ran: its call still owed"), RAN, 1),
+    _case("two_at_once", N_("a crash between the two calls of one turn: the first result is on disk, the second call "
+                            "still owed though the transcript no longer ends with the reply that asked for it"),
+          STARTS, 3),
     _case("runaway", N_("a resumed run keeps its cap: four turns in all, the last call owed"), MODEL, 3, cap=4),
     _case("runaway", N_("the cap counts the turns of both halves"), STARTS, 3, cap=4),
     _case("recover", N_("failed reads are results like any other: on disk, never run again"), MODEL, 3),
@@ -169,25 +180,111 @@ async def yours(pieces: dict, case: Case, url: str) -> dict:
 
     from ...workspace import TASK
 
-    a, ws, ran, provider = case.args, workspace(), [], dropping()
+    a = case.args
+    if a.get("saving"):
+        return {"saving": _saving(pieces)}
+    ws, ran = workspace(), []
+    own = a["script"] in served.OWN   # a check's own script: served, and billed, by ``served`` (never dropped)
+    provider = None if own else dropping()
+    base = served.url("08", case.name, "yours") if own else provider.base_url
+    answered = 0 if own else provider.arm(a["n"] if a["kill"] == MODEL else 0)
     tools = _watched(ws.tools(**QUICK_SCAN), ran, a["kill"], a["n"], Killed)
-    answered = provider.arm(a["n"] if a["kill"] == MODEL else 0)
     with tempfile.TemporaryDirectory(prefix="check-08-") as folder:
         loop, disk = pieces["agent_loop"], None
         try:
-            state = await loop(provider.base_url, pieces["new_state"]("r", a["script"], TASK), tools, folder,
-                               max_turns=a["cap"])
+            state = await loop(base, pieces["new_state"]("r", a["script"], TASK), tools, folder, max_turns=a["cap"])
         except (Killed, httpx.TransportError) as death:
-            if isinstance(death, httpx.TransportError) and not provider.dropped:
+            if isinstance(death, httpx.TransportError) and not (provider and provider.dropped):
                 raise
             state = pieces["load"](folder, "r")
             disk = json.loads(json.dumps({**_disk(state["turns"], state.get("cost_usd"), state["messages"],
                                                   pieces["pending"](state)), "status": state["status"]}))
-            state = await loop(provider.base_url, state, tools, folder, max_turns=a["cap"])
+            state = await loop(base, state, tools, folder, max_turns=a["cap"])
         got = returned(state, KEYS, "agent_loop")
-        saved = pieces["load"](folder, "r") == json.loads(json.dumps(state))
-    return {**got, "disk": disk, "paid": provider.requests - answered, "ran": ran, "saved": saved,
-            "deleted": list(ws.deleted)}
+        saved = same(plain(pieces["load"](folder, "r")), json.loads(json.dumps(state)))
+    paid = len(served.billed(base)) if own else provider.requests - answered
+    return {**got, "disk": disk, "paid": paid, "ran": ran, "saved": saved, "deleted": list(ws.deleted)}
+
+
+def _saving(pieces: dict) -> dict:
+    """``save`` a new run, then a longer one killed halfway through its writing (every file it opens to write
+    takes ``TORN_AT`` bytes, then the process dies); ``load`` must give back one of the two whole, from the folder
+    saved into, and find nothing in another."""
+    from ...workspace import TASK
+
+    folder, other = tempfile.mkdtemp(prefix="check-08-"), tempfile.mkdtemp(prefix="check-08-other-")
+    first = json.loads(json.dumps(pieces["new_state"]("r", "plan", TASK)))
+    pieces["save"](first, folder)
+    in_folder = bool(os.listdir(folder))
+    second = {**first, "messages": list(first.get("messages") or []) + [{"role": "assistant", "content": "x" * 2000}]}
+    try:
+        with _torn_writes():
+            pieces["save"](second, folder)
+    except Killed:
+        pass
+    try:
+        loaded = plain(pieces["load"](folder, "r"))
+        after = "whole" if same(loaded, first) or same(loaded, plain(second)) else "another run"
+    except Exception as error:  # noqa: BLE001 - what a load of a torn file raises is the finding
+        after = one_line(error)
+    try:
+        pieces["load"](other, "r")
+        elsewhere = "found"
+    except Exception:  # noqa: BLE001 - nothing there: any exception says so
+        elsewhere = "not found"
+    return {"in folder": in_folder, "after a kill": after, "another folder": elsewhere}
+
+
+TORN_AT = 64   # bytes a save gets written before the process dies
+
+
+class _Torn:
+    """A file opened for writing whose process dies once ``TORN_AT`` bytes are on disk (what was written stays)."""
+
+    def __init__(self, file, left: list):
+        self._file, self._left = file, left
+
+    def write(self, data):
+        if len(data) < self._left[0]:
+            self._left[0] -= len(data)
+            return self._file.write(data)
+        self._file.write(data[:self._left[0]])
+        self._file.flush()
+        self._file.close()
+        raise Killed()
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+
+@contextlib.contextmanager
+def _torn_writes():
+    """Every file opened to write meanwhile (``open``, ``Path.write_text``, a temporary file) dies halfway."""
+    import _io
+    import builtins
+    import io
+
+    real, left = io.open, [TORN_AT]
+
+    def opening(file, mode="r", *args, **kwargs):
+        opened = real(file, mode, *args, **kwargs)
+        return _Torn(opened, left) if any(c in mode for c in "wax+") else opened
+
+    places = [(builtins, "open"), (io, "open"), (_io, "open")]
+    saved = [getattr(module, name) for module, name in places]
+    for module, name in places:
+        setattr(module, name, opening)
+    try:
+        yield
+    finally:
+        for (module, name), value in zip(places, saved):
+            setattr(module, name, value)
 
 
 class _Killing:
@@ -216,7 +313,11 @@ async def expected(case: Case, url: str) -> dict:
     from ...state import RunState, new_run, pending
     from ...workspace import SYSTEM_PROMPT, TASK
 
+    if case.args.get("saving"):   # harness_lib's save is whole or not made; its load reads the folder it is given
+        return {"saving": {"in folder": True, "after a kill": "whole", "another folder": "not found"}}
     a, ws, ran = case.args, workspace(), []
+    if a["script"] in served.OWN:
+        url = served.url("08", case.name, "library")
     tools = _watched(ws.tools(**QUICK_SCAN), ran, a["kill"], a["n"], lambda: asyncio.CancelledError("killed"))
     client = _Killing(url, a["n"] if a["kill"] == MODEL else 0)
     options = Options(client=client, max_turns=a["cap"])
@@ -280,11 +381,46 @@ SAVED = Field("saved", show=lambda s: _("returned = on disk") if s else _("retur
 ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 30 else a[:27] + "..."),
                label=N_("answer"))
 
+def _show_saving(s) -> str:
+    if not isinstance(s, dict):
+        return repr(s)[:40]
+    # TRANSLATORS: "saved in its folder, whole after a kill, not found in another": three facts about save and load
+    return _("{where}, {after}, {other}").format(
+        where=_("saved in its folder") if s.get("in folder") else _("not saved in its folder"),
+        after=_("whole after a kill") if s.get("after a kill") == "whole" else _("after a kill: {what}").format(
+            what=s.get("after a kill")),
+        other=_("not found in another") if s.get("another folder") == "not found" else _("found in another folder"))
+
+
+SAVING_FIELD = Field("saving", show=_show_saving, label=N_("save and load"),
+                     describe=lambda e, y: _("expected {expected}, yours {yours}").format(
+                         expected=_show_saving(e), yours=_show_saving(y)))
+
+
+def _saving_is(y: dict, key: str, value) -> bool:
+    return isinstance(y.get("saving"), dict) and y["saving"].get(key) != value
+
+
 HINTS = (
+    Hint(N_("a save is whole or not made: write the run beside its file first, then rename it over the file "
+            "(`os.replace`); a process killed in the middle of a save in place leaves half a run that `load` cannot "
+            "read"), lambda c, e, y: _saving_is(y, "after a kill", "whole")),
+    Hint(N_("`save` writes into the folder it is given, `os.path.join(folder, f\"{state['run_id']}.json\")`: a run "
+            "saved anywhere else is lost to the process that looks for it there"),
+         lambda c, e, y: _saving_is(y, "in folder", True)),
+    Hint(N_("`load` reads the folder it is given: a run saved in another folder is not there, and loading it must "
+            "fail"), lambda c, e, y: _saving_is(y, "another folder", "not found")),
+    Hint(N_("`pending` names every call of the last reply that asked for calls, not only when the transcript ends "
+            "with it: a crash between two calls of one turn leaves the first result last, the second call still owed"),
+         lambda c, e, y: c.args.get("script") == "two_at_once" and len(y["ran"]) < len(e["ran"])),
     Hint(N_("your loop went round without end: `pending` leaves out the calls that already have a result (a tool "
             "message with their `tool_call_id`), or the same calls run for ever"), lambda c, e, y: y.get("hung")),
     Hint(N_("nothing was on disk when the run died before its first turn: save the run before anything is paid for"),
-         lambda c, e, y: "FileNotFoundError" in (y.get("raised") or "")),
+         lambda c, e, y: "FileNotFoundError" in (y.get("raised") or "") and "`load`" in y["raised"]),
+    Hint(N_("a tool that fails is a result, not the end of the run: catch `Exception` around `tool.run` and put the "
+            "error in its slot, `f\"Error: {error}\"`, as notebook 05's descriptive policy does"),
+         lambda c, e, y: "`agent_loop`" in (y.get("raised") or "") and c.args.get("script") in ("recover",
+                                                                                               "delete_twice")),
     Hint(N_("the run on disk at the crash is not the run that died: `save` the run before the first turn, after each "
             "paid turn before its calls run, and after each result, so that a crash anywhere loses nothing paid"),
          lambda c, e, y: any(_disk_differs(e, y, k) for k in ("turns", "cost_usd", "messages"))),
@@ -305,7 +441,8 @@ HINTS = (
          lambda c, e, y: y["status"] != e["status"]),
 )
 
-FIELDS = (STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DISK, PAID, RAN_, SAVED, DELETED, TRANSCRIPT)
+FIELDS = (SAVING_FIELD, STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DISK, PAID, RAN_, SAVED, DELETED,
+          TRANSCRIPT)
 CHECK = Check("08-resume", ("agent_loop", "new_state", "save", "load", "pending"), CASES, FIELDS, yours, expected,
               HINTS)
 
