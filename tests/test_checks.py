@@ -239,6 +239,15 @@ def test_in_a_kernel_a_stub_says_one_line_and_stop_ends_a_check_leaving_nothing_
                                       "where it says YOUR CODE HERE"]
         status, error, _ = _execute(kc, "raise NotImplementedError('of the library')")   # not a stub: as usual
         assert status == "error" and len(error["traceback"]) > 1
+        status, error, _ = _execute(kc, "print(result['turns'])")   # a cell after the stub's: for want of it
+        assert error["traceback"] == ["NameError: name 'result' is not defined: a cell above could not run, because "
+                                      "`capped_loop` is not written yet; write it where it says YOUR CODE HERE, then "
+                                      "run the cells again"]
+        written = "async def capped_loop(url, model, messages, tools, max_turns):\n    return {}\n"
+        assert _execute(kc, written)[0] == "ok"   # written: a NameError is a NameError again
+        status, error, _ = _execute(kc, "print(result['turns'])")
+        assert error["ename"] == "NameError" and len(error["traceback"]) > 1
+        assert _execute(kc, KERNEL_SETUP)[0] == "ok"   # the stub again
         status, error, text = _execute(kc, "print((await check(capped_loop)).line)")
         assert (status, text.strip()) == ("ok", "not written yet: write `capped_loop` in its cell above, where it "
                                                 "says YOUR CODE HERE")

@@ -37,7 +37,6 @@ import html
 import os
 import threading
 import time
-import traceback
 import types
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import Any, Awaitable, Callable
 import pandas as pd
 
 from . import project, sandbox
+from .cells import NOT_WRITTEN, one_line_stubs  # noqa: F401 - the checks' one line for a stub
 from .language import C_, N_, Text, _, in_context
 from .plain import cut, one_line, plain, type_name
 from .sandbox import Shape, ending  # noqa: F401 - the checks raise the one, a case asks the other
@@ -166,7 +166,6 @@ class Ran:
     wrote: list[str] = field(default_factory=list)
 
 
-NOT_WRITTEN = N_("not written yet: write `{name}` in its cell above, where it says YOUR CODE HERE")
 # TRANSLATORS: {kind}: a type's name (`Liar`, `ndarray`); {where}: where it was, as Python reads it (['turns'])
 NOT_PLAIN = N_("returned a `{kind}` at {where}, not plain data: return built-in values (numbers, strings, lists, "
                "dicts), which the check compares as they are")
@@ -725,37 +724,6 @@ def returned(value, keys: tuple[str, ...], piece: str) -> dict:
     return {k: got[k] for k in keys}
 
 
-# -- an unwritten piece, run from any cell, is one line ----------------------------------------------------
-def _stub_one_line(shell, etype, value, tb, tb_offset=None):
-    """IPython's handler for NotImplementedError: raised in a notebook's own cell (a stub of an exercise), one
-    line naming the function to write; raised anywhere else, the usual traceback."""
-    frames = [f for f in traceback.extract_tb(tb) if f.filename.startswith(_cell_prefix(shell))]
-    if frames and frames[-1].name != "<module>":
-        stb = ["NotImplementedError: " + _(NOT_WRITTEN).format(name=frames[-1].name)]
-    else:
-        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    shell._showtraceback(etype, value, stb)
-    return stb
-
-
-def _cell_prefix(shell) -> str:
-    """How the kernel names a cell's code (``/tmp/ipykernel_123/`` in ipykernel, ``<ipython-input-`` in IPython)."""
-    name = shell.compile.get_code_name("", "", 0) if hasattr(shell.compile, "get_code_name") else "<ipython-input-"
-    return name.rsplit("/", 1)[0] + "/" if "/" in name else name[:15]
-
-
-def one_line_stubs() -> None:
-    """In a kernel, an exercise's stub called from any cell says one line (``_stub_one_line``); elsewhere, nothing."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with jupyterlab
-        return
-    shell = get_ipython()
-    if shell is not None and hasattr(shell, "_showtraceback") and not shell.custom_exceptions:
-        shell.set_custom_exc((NotImplementedError,), _stub_one_line)
-
-
-one_line_stubs()
 
 
 # -- the fields most sections compare ----------------------------------------------------------------------

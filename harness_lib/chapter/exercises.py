@@ -9,7 +9,7 @@ A section notebook keeps the reference solution of each piece the reader builds 
 notebook is the same notebook, prose and all, with each marked region replaced by ``# YOUR CODE HERE`` and
 ``raise NotImplementedError`` at the region's indentation, as nbgrader's ClearSolutions does. A cell that calls a
 cleared piece (directly, or through a name such a cell sets) is tagged ``raises-exception``: run before the reader
-has written the piece, it says so in one line (``checking.one_line_stubs``) and Run All goes on. The cells tagged
+has written the piece, it says so in one line (``cells.one_line_stubs``) and Run All goes on. The cells tagged
 ``check`` run the section's check on the reader's piece: in an exercise notebook as executed here, each says "not
 written yet". The English exercise notebooks are executed (their outputs are what a reader sees before writing a
 line, and what nbval compares); the Bulgarian and Hungarian ones are built from them and the catalogues, as the

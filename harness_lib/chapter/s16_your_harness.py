@@ -71,6 +71,14 @@ POINTS = {
 }
 
 
+# The words the reader's kit must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('run_id', 'model', 'messages', 'status', 'interruption', 'error', 'turns', 'tool_runs', 'in', 'out',
+            'cost_usd', 'prompts', 'answer', 'approved', 'rejected', 'seen', 'max_turns', 'max_budget', 'approval',
+            'cancelled', 'callId', 'toolName', 'args', 'reason', 'turn', 'prompt_tokens', 'completion_tokens',
+            'total_tokens', 'costUsd', 'finish', 'tool_start', 'tool_progress', 'label', 'tool_result', 'ms', 'ok',
+            'approval_required', 'run_stopped')
+
+
 # -- the library as a kit ---------------------------------------------------------------------------------
 def _library_kit() -> SimpleNamespace:
     from .. import state as hs

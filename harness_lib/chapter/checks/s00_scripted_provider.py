@@ -205,6 +205,8 @@ ANSWERED = Field("answer", show=ANSWER.show, describe=lambda e, y: _("{field}: e
                  .format(field=_(ANSWER.label), expected=_short(e), yours=_short(y)))
 
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('prompt_tokens', 'completion_tokens', 'total_tokens', 'assistant', 'tool', 'content', 'tool_calls')
 CHECK = Check("00-scripted-provider", ("reply_to", "usage_of"), CASES,
               (STATUS, TURNS, TOOL_RUNS, ANSWERED, IN, OUT, COST, BILLS, TRANSCRIPT), yours, expected, HINTS)
 

@@ -160,6 +160,8 @@ HINTS = (
             "one call run"), lambda c, e, y: (y["turns"], y["tool_runs"]) != (e["turns"], e["tool_runs"])),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('turns', 'tool_runs', 'in', 'out', 'prompts', 'role', 'tool_call_id', 'name', 'content')
 CHECK = Check("01-loop", ("agent_loop",), CASES, (ANSWER, TURNS, TOOL_RUNS, IN, OUT, PROMPTS, TRANSCRIPT), yours,
               expected, HINTS)
 

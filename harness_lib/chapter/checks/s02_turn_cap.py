@@ -110,6 +110,8 @@ HINTS = (
          lambda c, e, y: y["turns"] == e["turns"] and y["tool_runs"] != e["tool_runs"]),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'completed', 'max_turns_exceeded', 'messages')
 CHECK = Check("02-turn-cap", ("capped_loop",), CASES, (STATUS, TURNS, TOOL_RUNS, IN, OUT, TRANSCRIPT), yours,
               expected, HINTS)
 

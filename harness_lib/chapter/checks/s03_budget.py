@@ -171,6 +171,9 @@ HINTS = (
          lambda c, e, y: _stopped(e) and y["turns"] == e["turns"] and y["status"] != e["status"]),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'last_turn_usd', 'completed', 'budget_exceeded',
+            'prompt_tokens', 'completion_tokens')
 CHECK = Check("03-budget", ("budgeted_loop", "cost"), CASES,
               (STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, LAST, BILLED, PRICES, TRANSCRIPT), yours, expected, HINTS)
 

@@ -294,6 +294,10 @@ HINTS = (
 )
 
 FIELDS = (STATUS, INTERRUPTION, RESUMABLE, TURNS, TOOL_RUNS, IN, OUT, COST, OUTPUT, ERROR, DELETED, TRANSCRIPT)
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'interruption', 'resumable', 'output', 'error', 'completed', 'failed', 'max_turns_exceeded',
+            'budget_exceeded', 'interrupted', 'max_turns', 'max_budget', 'approval', 'cancelled', 'callId',
+            'toolName', 'args', 'reason')
 CHECK = Check("04-five-exits", ("agent", "Run", "stop", "owed", "run_owed"), CASES, FIELDS, yours, expected, HINTS)
 
 

@@ -210,6 +210,9 @@ HINTS = (
          lambda c, e, y: c.args["script"] in NEVER_FAIL and _results(y["messages"]) != _results(e["messages"])),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'answer', 'error', 'failed', 'fatal', 'generic',
+            'descriptive', 'GENERIC')
 CHECK = Check("05-tool-errors", ("agent_loop",), CASES, (STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, ERROR,
                                                           EITHER), yours, expected, HINTS)
 

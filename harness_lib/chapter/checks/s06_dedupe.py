@@ -223,6 +223,9 @@ HINTS = (
          lambda c, e, y: y["ran"] == e["ran"] and y["messages"] != e["messages"]),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'off', 'read-only', 'all', 'read_only',
+            'tool_call_id')
 CHECK = Check("06-dedupe", ("agent_loop", "signature"), CASES,
               (SIGNATURE, STATUS, TURNS, TOOL_RUNS, RAN, DELETED, IN, OUT, COST, TRANSCRIPT), yours, expected, HINTS)
 

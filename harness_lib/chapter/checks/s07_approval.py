@@ -254,6 +254,9 @@ HINTS = (
 )
 
 FIELDS = (STATUS, ASKED, INTERRUPTION, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DELETED, TRANSCRIPT)
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'interruption', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'answer', 'messages',
+            'approved', 'rejected', 'interrupted', 'approval', 'callId', 'toolName', 'args', 'needs_approval')
 CHECK = Check("07-approval", ("agent_loop", "new_state", "approve", "reject"), CASES, FIELDS, yours, expected, HINTS)
 
 

@@ -443,6 +443,9 @@ HINTS = (
 
 FIELDS = (SAVING_FIELD, STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, ANSWER, DISK, PAID, RAN_, SAVED, DELETED,
           TRANSCRIPT)
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('run_id', 'status', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'answer', 'messages', 'completed',
+            'max_turns_exceeded', 'os.replace')
 CHECK = Check("08-resume", ("agent_loop", "new_state", "save", "load", "pending"), CASES, FIELDS, yours, expected,
               HINTS)
 

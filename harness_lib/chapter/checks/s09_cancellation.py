@@ -303,6 +303,9 @@ HINTS = (
          lambda c, e, y: y["status"] != e["status"] and e["status"] == "interrupted"),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'reason', 'turns', 'tool_runs', 'in', 'out', 'progress', 'answer', 'completed', 'interrupted',
+            'cancelled')
 CHECK = Check("09-cancellation", ("agent_loop", "scan_archive_tool"), CASES,
               (RESULT, STATUS, REASON_FIELD, TURNS, TOOL_RUNS, IN, OUT, PROGRESS, HEARD, STARTED, STOP, ANSWER,
                TRANSCRIPT),

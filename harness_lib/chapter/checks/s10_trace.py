@@ -253,6 +253,10 @@ HINTS = (
          _lacks("ms", "tool_result")),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('runId', 'type', 'turn', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'costUsd', 'finish',
+            'tool_start', 'toolName', 'args', 'callId', 'tool_progress', 'label', 'tool_result', 'ms', 'ok',
+            'approval_required', 'run_stopped', 'status', 'reason')
 CHECK = Check("10-trace", ("agent_loop", "trace_to"), CASES,
               (STATUS, TURNS, TOOL_RUNS, IN, OUT, COST, TRACE, TRANSCRIPT), yours, expected, HINTS)
 

@@ -241,6 +241,8 @@ HINTS = (
                                                                               if t["runId"] == "child"]),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('runId', 'status', 'turns', 'costUsd', 'messages', 'RESEARCH_SYSTEM')
 CHECK = Check("13-subagent", ("research_tool",), CASES,
               (STATUS, CHILD_FIELD, RECEIVED, TURNS, IN, OUT, COST, TRACE, TRANSCRIPT),
               yours, expected, HINTS)

@@ -172,6 +172,8 @@ HINTS = (
     Hint(N_("`in` and `out` add up every step's usage"), lambda c, e, y: (y["in"], y["out"]) != (e["in"], e["out"])),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'completed', 'stopped', 'tool_calls', 'usage')
 CHECK = Check("14-libraries", ("agent_loop", "step_count_is", "has_tool_call", "called_at_least"), CASES,
               (STATUS, TURNS, TOOL_RUNS, ASKED, IN, OUT, TRANSCRIPT), yours, expected, HINTS)
 

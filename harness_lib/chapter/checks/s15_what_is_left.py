@@ -223,6 +223,9 @@ HINTS = (
             "transcript itself"), lambda c, e, y: y["prompts"] != e["prompts"]),
 )
 
+# The words a reader's pieces must return or know, each named in the exercise notebook (tests/test_contracts.py)
+CONTRACT = ('status', 'turns', 'tool_runs', 'in', 'out', 'cost_usd', 'prompts', 'answer', 'content', 'tool_call_id',
+            'name')
 CHECK = Check("15-what-is-left", ("agent_loop", "drop_old_tool_results"), CASES,
               (STATUS, TURNS, TOOL_RUNS, SENT, IN, OUT, COST, ANSWER, PROMPTS, TRANSCRIPT), yours, expected, HINTS)
 
