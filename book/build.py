@@ -143,7 +143,8 @@ def english_glossary() -> str:
         raise BookError("notebooks/bg/glossary.md or notebooks/hu/glossary.md has no table of terms")
     rows = [f"| {' | '.join(['---'] * 4)} |"]
     for english in [*bg, *(term for term in hu if term not in bg)]:
-        code = (bg.get(english) or hu.get(english))[1]
+        # the code's names only: the glossaries say around them, in their language, what kind of name each is
+        code = ", ".join(re.findall(r"`[^`]+`", (bg.get(english) or hu.get(english))[1])) or "—"
         rows.append(f"| {english} | {code} | {bg.get(english, ('', ''))[0]} | {hu.get(english, ('', ''))[0]} |")
     links = ", ".join(f'<a href="../{code}/glossary.html" hreflang="{code}">{NAMES[code]}</a>' for code in ("bg", "hu"))
     return "\n".join([f"# {text['glossary']}", "", f"{text['glossary intro']} ({links})", "",

@@ -13,8 +13,9 @@ the test's own, its pages read as files, then opened in Debian's Chromium with t
   scripts carry in comments and messages are listed, and a new one fails here until someone reads it);
 * the build changed no committed file;
 * in Chromium, every request outside ``file://`` refused and recorded (none may be made): a plot visible and a table
-  rendered on an English page, the language switch leading to the same page in Bulgarian and from Hungarian to
-  English, and the search box finding a Bulgarian word, on a page opened from ``file://``.
+  rendered on an English page, a table wider than the text scrolling in its box (not the page), the language switch
+  leading to the same page in Bulgarian and from Hungarian to English, and the search box finding a Bulgarian word,
+  on a page opened from ``file://``.
 
 Without the `book` extra (Sphinx, myst-nb, sphinx-book-theme: in `test` too, so `make test` has it), Chromium or
 Playwright, the test is skipped, except under CI (``CI=true``), where that is a failure. ``HARNESS_BOOK_SHOTS=DIR``
@@ -296,8 +297,12 @@ def test_a_reader_reads_plots_tables_switches_language_and_searches_offline(book
     table = page.locator("div.cell_output table", has_text="337299").first   # the runaway's four caps
     table.scroll_into_view_if_needed()
     assert table.is_visible() and table.locator("td").count() > 4 and "16259" in table.inner_text()
-    page.evaluate("document.getElementById('every-cap-from-one-run').scrollIntoView()")   # a table and a plot
-    page.screenshot(path=str(shots / "book-en.png"))
+    wide = page.locator("div.cell_output .output", has_text="predicted_in").first   # the forecast's, wider than text
+    assert wide.evaluate("box => box.scrollWidth > box.clientWidth && getComputedStyle(box).overflowX == 'auto'")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+    page.set_viewport_size({"width": 1200, "height": 900})
+    plots.first.evaluate("img => { img.scrollIntoView({block: 'end'}); window.scrollBy(0, 16); }")
+    page.screenshot(path=str(shots / "book-en.png"))   # a table, then a plot: docs/book-en.png
 
     # The language switch: the same page, in Bulgarian.
     page.get_by_role("link", name="Български").first.click()
