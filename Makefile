@@ -1,11 +1,12 @@
 # Two commands a reader needs: `make chapter` recomputes the whole chapter, `make test` checks it;
-# `make lab` opens the notebooks (`make lab NOTEBOOKS=bg` or `NOTEBOOKS=hu`: in Bulgarian or Hungarian).
+# `make lab` opens the notebooks (`make lab NOTEBOOKS=bg` or `NOTEBOOKS=hu`: in Bulgarian or Hungarian), `make book`
+# builds them into a website, to read without Python (docs/book.md).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chapter notebooks test check bench lab translations clean local mutate
+.PHONY: chapter notebooks test check bench lab book translations clean local mutate
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -83,6 +84,19 @@ endif
 lab: $(STAMP)
 	$(BIN)/python -m harness_lib.chapter.lab $(LAB_NOTEBOOKS)
 
+# The book (docs/book.md): the committed notebooks, never executed, as a website in English, Bulgarian and Hungarian,
+# built by Sphinx (myst-nb, sphinx-book-theme: the `book` extra, installed once, a stamp as `make local` has) into
+# _book/ (ignored by git; the committed files are staged and changed there, never in place). Its last line names the
+# index.html to open; _book/html is the whole site, for any static host. Offline, like everything else here.
+BOOK_STAMP := $(VENV)/.book-installed
+
+$(BOOK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,book]'
+	touch $@
+
+book: $(BOOK_STAMP)
+	$(BIN)/python -m book
+
 # The notebooks in Bulgarian and Hungarian (docs/translating.md): the English notebooks' markdown and their built
 # cells' comments into locale/*/LC_MESSAGES/notebooks.po, the chapter layer's messages into chapter.po (a changed
 # message's translation marked fuzzy), then notebooks/bg and notebooks/hu rebuilt from the English notebooks and the
@@ -119,4 +133,4 @@ $(LOCAL_STAMP): $(STAMP)
 	touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info _book

@@ -72,6 +72,7 @@ HEAVIEST = (
     "tests/test_parameters.py::test_every_cell_again_alone_then_every_parameter_at_its_edges_and_past_them",
     "tests/test_reader_params.py",
     "tests/test_kernel_stop.py",
+    "tests/test_book.py",
     "tests/test_figures.py",
     "tests/test_packaging.py",
     "tests/test_types.py",

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -591,10 +592,12 @@ def test_each_notebooks_slider_redraws_for_a_value_the_reader_picks(name, value,
     assert line.startswith(said) and drawn == "redrawn", (line, drawn)
 
 
-def test_the_notebooks_keep_only_the_sliders_text():
-    """A committed slider cell holds the slider's text form only: a widget's view points to a model in the kernel
-    that ran it, and JupyterLab shows "Error displaying widget: model not found" for it in a notebook just opened,
-    where the text says to run the cell (harness_lib.chapter.notebooks.strip drops the view)."""
+def test_the_notebooks_keep_the_sliders_text_and_plot_not_its_view():
+    """A committed slider cell holds the slider's text form and its HTML form (the plot it drew for the value the
+    cell ran with, over that text), never the widget's view: a view points to a model in the kernel that ran it, and
+    JupyterLab shows "Error displaying widget: model not found" for it in a notebook just opened, where the plot and
+    the text saying to run the cell show instead (harness_lib.chapter.notebooks.strip drops the view). The book
+    (make book) shows the same plot."""
     import nbformat
 
     from harness_lib.chapter.notebooks import WIDGET_VIEW, strip
@@ -607,8 +610,31 @@ def test_the_notebooks_keep_only_the_sliders_text():
                 found[path.stem] = [sorted(o.get("data", {})) for o in cell.outputs]
                 text = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
                 assert text.startswith("a slider over ") and text.endswith(": run the cell to move it"), text
-    assert found == {name: [["text/plain"]] for name in ("02-turn-cap", "09-cancellation", "11-latency",
-                                                           "14-libraries")}
+                page = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+                png = re.fullmatch(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="the plot for [^"]+">'
+                                   r"<p>(.*)</p>", page)
+                assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG") and png.group(2) == text, page
+    assert found == {name: [["text/html", "text/plain"]] for name in ("02-turn-cap", "09-cancellation",
+                                                                      "11-latency", "14-libraries")}
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
         "execute_result", data={WIDGET_VIEW: {"model_id": "x"}, "text/plain": "a slider"}, execution_count=1)])])
     assert strip(nb).cells[0].outputs[0]["data"] == {"text/plain": "a slider"}
+
+
+def test_the_sliders_html_form_is_the_plot_it_shows_over_its_text():
+    """What a page without the kernel shows of a slider: the plot its Output holds (the first, then the one for the
+    value let go at), its value said in the image's text, and the slider's line under it."""
+    async def main():
+        view = await slider(SPEC, "N", 3, figure)
+        first = view._repr_mimebundle_()
+        view.control.value = 4
+        await within(view.settled())
+        return view, first, view._repr_mimebundle_()
+    view, first, moved = asyncio.run(main())
+    for bundle, value in ((first, 3), (moved, 4)):
+        png = re.fullmatch(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]+)"><p>(.*)</p>',
+                           bundle["text/html"])
+        assert png, bundle["text/html"]
+        assert png.group(2) == f"the plot for N = {value}" and png.group(3) == repr(view) == bundle["text/plain"]
+        assert base64.b64decode(png.group(1)) == plots.png(figure(value))
+    assert "application/vnd.jupyter.widget-view+json" in moved   # JupyterLab, with the kernel, shows the widget

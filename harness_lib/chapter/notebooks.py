@@ -10,8 +10,9 @@ kept unless the local model ran (``s12_local_model.keep_recorded_live``).
 Each notebook runs in its own ``python3`` kernel with ``notebooks/`` as its working directory. Outputs are
 kept; what changes on every run without meaning anything (execution timestamps, widget state) is not
 written, so re-executing an unchanged notebook changes only what its code really computed anew. A widget's
-output keeps only its text form: the model it points to lives in the kernel that ran it, and JupyterLab shows
-"Error displaying widget: model not found" for it in a notebook just opened, where the text says to run the cell.
+output keeps its other forms, not its view: the model the view points to lives in the kernel that ran it, and
+JupyterLab shows "Error displaying widget: model not found" for it in a notebook just opened, where the text says to
+run the cell (and a slider's HTML form shows the plot it drew, ``sliders.Slider``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
         for output in cell.get("outputs", []):
-            if WIDGET_VIEW in output.get("data", {}) and len(output["data"]) > 1:   # its text form stays
+            if WIDGET_VIEW in output.get("data", {}) and len(output["data"]) > 1:   # its text (and HTML) stay
                 del output["data"][WIDGET_VIEW]
     return nb
 

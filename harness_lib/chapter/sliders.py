@@ -21,7 +21,10 @@ so a value the spec refuses cannot be picked. It reports a value when the reader
 
 The first plot is drawn in the cell itself (Run All draws it once, or shows ``first``, a figure the notebook has
 already made, and moves on); an error there is the cell's, as in any other cell. The cell's text form is one
-fixed line, so nbval compares the same text on every run.
+fixed line, so nbval compares the same text on every run. Beside the widget's view, the cell's output holds an HTML
+form: the plot drawn last (at Run All's end, the one for the value the cell ran with) over that line. It is what a
+page without the kernel shows (a notebook just opened, whose view ``notebooks.strip`` dropped, and the book, ``make
+book``); nbval compares its line (tests/sanitize.cfg leaves the PNG's bytes out).
 
 Stop and a running cell: the toolbar's Stop interrupts the kernel, and whichever handler is installed hears it. A
 re-run installs its own while it runs (as a cell's experiment does) and puts the previous one back when it ends,
@@ -39,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import html
 import inspect
 from decimal import Decimal
 
@@ -65,6 +69,7 @@ class Slider(widgets.VBox):
         self.name, self.unit = name, unit
         self.decimals = decimals    # a float slider's values, rounded to its step (0.1 + 0.2 is not 0.3)
         self.shown = None           # the value whose plot the Output holds
+        self.png: str | None = None  # that plot, base64 (the HTML form's)
         self._task: asyncio.Task | None = None
         self._loop = asyncio.get_running_loop()
         control.observe(self._moved, names="value")
@@ -72,6 +77,15 @@ class Slider(widgets.VBox):
     def __repr__(self):  # the cell's text/plain: what an untrusted notebook shows, and what nbval compares
         return _("a slider over {name}, from {low} to {high}: run the cell to move it").format(
             name=self.name, low=self.said(self.control.min), high=self.said(self.control.max))
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget's view and text, and the HTML form: the plot the Output holds, over the text."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if self.png is not None:
+            alt = _("the plot for {name} = {value}").format(name=self.name, value=self.said(self.shown))
+            bundle["text/html"] = (f'<img src="data:image/png;base64,{self.png}" alt="{html.escape(alt)}">'
+                                   f"<p>{html.escape(repr(self))}</p>")
+        return bundle
 
     def said(self, value) -> str:
         return f"{value:g}{self.unit}" if isinstance(value, float) else f"{value}{self.unit}"
@@ -128,7 +142,7 @@ class Slider(widgets.VBox):
         self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
             "image/png": png, "text/plain": _("the plot for {name} = {value}").format(name=self.name,
                                                                                       value=self.said(value))}},)
-        self.shown = value
+        self.shown, self.png = value, png
         self.line.value = f"{self.name} = {self.said(value)}" + (f": {text}" if text else "")
 
 
