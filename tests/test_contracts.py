@@ -10,6 +10,7 @@ too. And the cell that states them comes before the first cell the reader writes
 from __future__ import annotations
 
 import importlib
+import keyword
 import re
 from pathlib import Path
 
@@ -29,11 +30,18 @@ def contract(stem: str) -> tuple[str, ...]:
 
 
 def text(path: Path) -> str:
-    return "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    """The notebook as code: its code cells, and the inline code and quoted strings of its markdown."""
+    cells = nbformat.read(path, as_version=4).cells
+    spans = [span for c in cells if c.cell_type == "markdown" for span in re.findall(r"`[^`]+`|\"[^\"\n]*\"", c.source)]
+    return "\n".join([c.source for c in cells if c.cell_type == "code"] + spans)
 
 
 def named(word: str, where: str) -> bool:
-    return re.search(rf"[`'\"]{re.escape(word)}[`'\"]", where) is not None
+    """``word`` as a token of code (``tool_runs``), not inside a longer name; a word Python itself uses (``in``) only
+    as a string or alone in backticks, never as the keyword of a loop."""
+    if keyword.iskeyword(word):
+        return re.search(rf"[`'\"]{re.escape(word)}[`'\"]", where) is not None
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", where) is not None
 
 
 @pytest.mark.parametrize("stem", sorted(MODULES))

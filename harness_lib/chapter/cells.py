@@ -4,7 +4,8 @@ In an exercise, a cell that calls a piece still a stub raises ``NotImplementedEr
 one line naming the piece to write. The cells after it then fail in turn, for want of what it would have made (a
 ``NameError`` for a variable it never set, a ``KeyError`` in a table it left half full, a file it never wrote).
 While a piece this kernel has seen unwritten is still that same stub (its cell not run again since), such a failure
-in a cell's own code is one line too, naming the piece to write first. A failure inside a function of the reader's,
+in a cell's own code (its top level, or a comprehension there) is one line too, naming the piece to write
+first. A failure inside a function of the reader's,
 or in a kernel where every stub seen is written, is the usual traceback.
 
 ``one_line_stubs()`` installs this in the kernel it runs in (``harness_lib.chapter`` calls it on import); outside
@@ -68,8 +69,8 @@ def _one_line(shell, etype, value, tb, tb_offset=None):
             and not value.args:
         _UNWRITTEN.setdefault(innermost.co_name, innermost)
         stb = ["NotImplementedError: " + _(NOT_WRITTEN).format(name=innermost.co_name)]
-    elif issubclass(etype, CASCADES) and innermost is not None and innermost.co_name == "<module>" \
-            and (stub := _still_unwritten(shell)):
+    elif issubclass(etype, CASCADES) and innermost is not None and innermost.co_name.startswith("<") \
+            and (stub := _still_unwritten(shell)):   # the cell's own code: <module>, or a comprehension in it
         stb = [_(CASCADE).format(error=one_line(value), name=stub)]
     else:
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)

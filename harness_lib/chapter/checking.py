@@ -550,7 +550,7 @@ def _pattern(failing: list[Row], shown: dict) -> str:
     for row in failing:
         for key in row.differs or ["raised" if row.ran.raised else "hung"]:
             counts[key] = counts.get(key, 0) + 1
-    named = {"raised": _("raised"), "hung": _("still running")}
+    named = {"raised": _("raised an exception"), "hung": _("still running at the deadline")}
     parts = [f"{named.get(k) or in_context('field', shown[k].label or shown[k].key)} ({n})"
              for k, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4]]
     # TRANSLATORS: "5 cases fail; what differs: tool runs (5), input tokens (2)"
