@@ -328,3 +328,12 @@ def test_a_failing_case_shows_only_what_differs_within_the_width():
     assert expected != yours and all(part.split(":")[0] in yours for part in expected.split("; "))
     html = got._repr_html_()
     assert "`" not in html.split("</table>")[1] and "<code>" in html.split("</table>")[1]
+
+
+def test_the_capstones_first_difference_says_what_the_run_behind_it_shows():
+    """16: a figure that differs is explained by the first run behind it that differs from the library's, in its own
+    words, then the section's lesson (not the section's sentence alone)."""
+    mistake = next(m for m in MISTAKES["16-your-harness"] if "`>`" in m.what)
+    got = report("16-your-harness", namespace=load("16-your-harness", edits=mistake.edits))
+    assert "The run behind it that differs first: runaway, cap 8 (turns: the library's 8, yours 9). section 2:" \
+        in got.lines()[1], got.lines()

@@ -354,7 +354,7 @@ def exact_figures() -> pd.DataFrame:
 
 
 async def recompute(kit, url: str, deadline: float = DEADLINE_S, after: list | None = None,
-                    trusted: bool = False) -> tuple[dict, dict, dict]:
+                    trusted: bool = False, sections_of: dict | None = None) -> tuple[dict, dict, dict]:
     """Every experiment through ``kit``: (figure id -> value, section -> one line saying why its figures are
     missing: not written yet, raised, or still running at the deadline, run label -> the run's fields). Each
     experiment runs in a process of its own (``sandbox``), what it measured coming back as plain data; ``after``
@@ -381,6 +381,8 @@ async def recompute(kit, url: str, deadline: float = DEADLINE_S, after: list | N
         if outcome.kind == "ok":
             measured.update(outcome.value["figures"])
             runs.update(outcome.value["runs"])
+            if sections_of is not None:   # which sections' figures each run stands behind
+                sections_of.update({label: sections for label in outcome.value["runs"]})
             continue
         error = outcome.error or {}
         if outcome.kind == "hung":
@@ -402,41 +404,55 @@ async def recompute(kit, url: str, deadline: float = DEADLINE_S, after: list | N
 
 async def _measuring(experiment, kit, url) -> dict:
     """One experiment, in its process: its figures and the runs it recorded."""
+    kit.runs = {}
     figures = await experiment(kit, url)
     return {"figures": figures, "runs": kit.runs}
 
 
-def run_difference(library: dict, yours: dict | None) -> str | None:
-    """How a run of yours differs from the library's same run, in one line (None: it does not): the first field
-    that differs, in the order a reader checks them."""
-    from .checking import _brief, _transcript_difference
+# In the order a reader checks them: how it ended, what it counted, what it did; the transcript before the tokens,
+# which follow from it (a slot left empty costs fewer tokens: the slot is the cause)
+RUN_FIELDS = ("status", "interruption", "turns", "tool_runs", "deleted", "messages", "answer", "in", "out", "cost_usd",
+              "prompts", "trace")
+
+
+def differing_field(library: dict, yours: dict | None) -> str | None:
+    """The first field of a run of yours that differs from the library's same run (None: none does)."""
+    from .checking import close, same
 
     if yours is None:
+        return "run"
+    return next((key for key in RUN_FIELDS if not (close if key == "cost_usd" else same)(library.get(key),
+                                                                                          yours.get(key))), None)
+
+
+def run_difference(library: dict, yours: dict | None) -> str | None:
+    """How a run of yours differs from the library's same run, in one line (None: it does not): the first field
+    that differs, in the order a reader checks them, long values cut."""
+    from .checking import _plain, _transcript_difference
+
+    key = differing_field(library, yours)
+    if key is None:
+        return None
+    if key == "run":
         return _("not run: its experiment did not finish")
-    for key in ("status", "interruption", "turns", "tool_runs", "in", "out", "cost_usd", "prompts", "answer",
-                "deleted", "messages", "trace"):
-        want, got = library.get(key), yours.get(key)
-        if key == "cost_usd" and isinstance(want, float) and isinstance(got, (int, float)) and abs(want - got) < 1e-9:
-            continue
-        if want == got:
-            continue
-        if key == "messages" and isinstance(want, list):
-            return _transcript_difference(want, got)
-        if key == "trace" and isinstance(want, list) and isinstance(got, list):
-            n = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-            if n < min(len(want), len(got)):
-                return _("trace line {n}: the library's {library}, yours {yours}").format(
-                    n=n + 1, library=json.dumps(want[n]), yours=json.dumps(got[n]))
-            return _("the trace has {yours} lines, the library's {library}").format(yours=len(got), library=len(want))
-        shown = {k: (_brief(v) if key == "messages" else v) for k, v in (("want", want), ("got", got))}
-        # TRANSLATORS: "turns: the library's 3, yours 4": a field of the run, as the code names it
-        return _("{key}: the library's {library}, yours {yours}").format(key=key, library=repr(shown["want"]),
-                                                                         yours=repr(shown["got"]))
-    return None
+    want, got = library.get(key), yours.get(key)
+    if key == "messages" and isinstance(want, list):
+        return _transcript_difference(want, got)
+    if key == "trace" and isinstance(want, list) and isinstance(got, list):
+        n = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+        if n < min(len(want), len(got)):
+            return _("trace line {n}: the library's {library}, yours {yours}").format(
+                n=n + 1, library=json.dumps(want[n]), yours=json.dumps(got[n]))
+        return _("the trace has {yours} lines, the library's {library}").format(yours=len(got), library=len(want))
+    # TRANSLATORS: "turns: the library's 3, yours 4": a field of the run, as the code names it
+    return _("{key}: the library's {library}, yours {yours}").format(
+        key=key, library=_plain(want) if not isinstance(want, str) else repr(want),
+        yours=_plain(got) if not isinstance(got, str) else repr(got))
 
 
 _LIBRARY_FIGURES: dict = {}
 _LIBRARY_RUNS: dict = {}
+_LIBRARY_SECTIONS: dict = {}   # run label -> the sections whose figures it stands behind
 
 
 class Capstone:
@@ -447,7 +463,7 @@ class Capstone:
     def __init__(self, table: pd.DataFrame, missing: dict, runs: pd.DataFrame | None = None,
                  after: list[str] | None = None):
         self.table, self.missing, self.after = table, missing, after or []
-        self.runs = runs if runs is not None else pd.DataFrame(columns=["run", "differs"])
+        self.runs = runs if runs is not None else pd.DataFrame(columns=["run", "differs", "field", "sections"])
         unwritten = [why for why in missing.values() if why.startswith("not written yet")]
         self.line = None
         if unwritten and len(missing) == len(set(self.table.section)):
@@ -491,17 +507,29 @@ class Capstone:
             why = self.missing.get(first.section)
             got = (_("not computed: {why}").format(why=_(why)) if why else
                    _("yours {value}").format(value=first.yours or _("(nothing)")))
-            # TRANSLATORS: "first figure that differs: <the figure> (chapter 3, yours 4, the library 3). <why it
-            # matters>."
-            out.append(_("first figure that differs: {figure} (chapter {chapter}, {got}, the library {library}). "
-                         "{point}.").format(figure=first.figure, chapter=first.chapter, got=got,
-                                            library=first.library, point=_(POINTS.get(first.section, ""))))
+            # TRANSLATORS: "first figure that differs: <the figure> (chapter 3, yours 4, the library 3)."
+            said = _("first figure that differs: {figure} (chapter {chapter}, {got}, the library {library}).").format(
+                figure=first.figure, chapter=first.chapter, got=got, library=first.library)
+            out.append(said + " " + self._why(first.section, computed=not why))
         elif self.same_runs < len(self.runs):
             run = self.runs[self.runs["differs"].notna()].iloc[0]
             out.append(_("first run that differs from the library's: {run} ({differs}). The chapter's figures do not "
                          "show it; the next run that leans on it may.").format(run=_(run["run"]),
                                                                               differs=run["differs"]))
         return out + self.after
+
+    def _why(self, section: str, computed: bool) -> str:
+        """Why a figure of ``section`` differs: the first run behind it that differs from the library's, in its own
+        words (what the run-level difference shows), then the lesson of the section it breaks."""
+        point = _(POINTS.get(section, "")) + "."
+        behind = self.runs[self.runs["differs"].notna() & self.runs["sections"].map(lambda s: section in (s or ()))] \
+            if computed and "sections" in self.runs else self.runs.iloc[0:0]
+        if behind.empty:
+            return point
+        run = behind.iloc[0]
+        # TRANSLATORS: "The run behind it that differs first: runaway, cap 8 (turns: the library's 8, yours 9)."
+        return _("The run behind it that differs first: {run} ({differs}).").format(
+            run=_(run["run"]), differs=run["differs"]) + " " + point
 
     def frame(self) -> pd.DataFrame:
         shown = self.table.copy()
@@ -514,7 +542,7 @@ class Capstone:
         return shown[list(headers)].rename(columns=headers)
 
     def runs_frame(self) -> pd.DataFrame:
-        shown = self.runs.copy()
+        shown = self.runs[["run", "differs"]].copy()
         shown["match"] = ["✓" if d is None or d != d else "✗" for d in shown["differs"]]
         shown["differs"] = shown["differs"].fillna("")
         shown["run"] = [_(label) for label in shown["run"]]
@@ -559,7 +587,7 @@ async def capstone(url: str | None = None, deadline: float = DEADLINE_S, **piece
 
 async def _capstone(kit, url: str, deadline: float) -> Capstone:
     if not _LIBRARY_FIGURES:
-        library, _, runs = await recompute(LIBRARY, url, trusted=True)
+        library, _, runs = await recompute(LIBRARY, url, trusted=True, sections_of=_LIBRARY_SECTIONS)
         _LIBRARY_FIGURES.update(library)
         _LIBRARY_RUNS.update(runs)
     after: list[str] = []
@@ -569,8 +597,11 @@ async def _capstone(kit, url: str, deadline: float) -> Capstone:
         rows.append({"section": f.section, "id": f.id, "figure": f.figure, "chapter": f.value,
                      "yours": figures.render(yours.get(f.id), f.value) if f.id in yours else None,
                      "library": figures.render(_LIBRARY_FIGURES.get(f.id), f.value)})
-    compared = pd.DataFrame([{"run": label, "differs": run_difference(theirs, runs.get(label))}
-                             for label, theirs in _LIBRARY_RUNS.items()], columns=["run", "differs"])
+    compared = pd.DataFrame([{"run": label, "differs": run_difference(theirs, runs.get(label)),
+                              "field": differing_field(theirs, runs.get(label)),
+                              "sections": _LIBRARY_SECTIONS.get(label, ())}
+                             for label, theirs in _LIBRARY_RUNS.items()],
+                            columns=["run", "differs", "field", "sections"])
     return Capstone(pd.DataFrame(rows), missing, compared, after)
 
 
