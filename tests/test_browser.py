@@ -608,7 +608,9 @@ def _exercise(tab: Tab, path: Path, name: str):
         _run_cell(page, check)
         yield from _until_run(page, 60)
         text = _outputs_text(check)
-        assert any(_in(language, tally, passed=n, total=11) in text for n in range(11)) and hint in text, text[-600:]
+        total = len(CHECK.cases)
+        assert any(_in(language, tally, passed=n, total=total) in text for n in range(total)) and hint in text, \
+            text[-600:]
     with tab.step(f"{name}: the piece fixed: every case passes"):
         _set_source(page, build, solution)
         _run_cell(page, build)
@@ -616,7 +618,8 @@ def _exercise(tab: Tab, path: Path, name: str):
         _run_cell(page, check)
         yield from _until_run(page, 60)
         text = _outputs_text(check)
-        assert _in(language, tally, passed=11, total=11) in text and "✗" not in text, text[-600:]
+        assert _in(language, tally, passed=len(CHECK.cases), total=len(CHECK.cases)) in text and "✗" not in text, \
+            text[-600:]
 
 
 READER = {"02-turn-cap": _turn_cap, "03-budget": _budget, "09-cancellation": _cancellation}

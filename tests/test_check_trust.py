@@ -64,11 +64,22 @@ def alive(marker: str) -> list[int]:
     return found
 
 
+BEFORE: set[int] = set()   # this worker's own children as a test starts (kernels, servers of earlier tests)
+
+
+@pytest.fixture(autouse=True)
+def _children_before():
+    BEFORE.clear()
+    BEFORE.update(p for p, _c in sandbox._descendants(os.getpid()))
+
+
 def no_child_processes_left() -> bool:
+    def new():
+        return [c for p, c in sandbox._descendants(os.getpid()) if p not in BEFORE]
     deadline = time.monotonic() + 2
-    while sandbox._descendants(os.getpid()) and time.monotonic() < deadline:
+    while new() and time.monotonic() < deadline:
         time.sleep(0.02)
-    return [c for _p, c in sandbox._descendants(os.getpid()) if "harness" not in c and "ipykernel" not in c] == []
+    return not new()
 
 
 # -- 1. a wrong piece never passes: what it returns is compared as the plain data it holds -------------------------

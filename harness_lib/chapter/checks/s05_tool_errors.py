@@ -205,7 +205,7 @@ HINTS = (
          and _slots_differ(e, y)),
     Hint(N_("a fatal run's failed call may leave its slot empty, as the chapter's loop does, or fill it with the error "
             "in its own words, `f\"Error: {error}\"`, as harness_lib does: nothing else"), lambda c, e, y:
-         e["status"] == y["status"] == "failed"),
+         e["status"] == y["status"] == "failed" and not _either(e["messages"], y["messages"])),
     Hint(N_("a call that succeeds goes into its slot as it is, whatever the policy: the policy is for failures"),
          lambda c, e, y: c.args["script"] in NEVER_FAIL and _results(y["messages"]) != _results(e["messages"])),
 )
