@@ -348,3 +348,13 @@ def test_the_capstones_first_difference_says_what_the_run_behind_it_shows():
     got = report("16-your-harness", namespace=load("16-your-harness", edits=mistake.edits))
     assert "The run behind it that differs first: runaway, cap 8 (turns: the library's 8, yours 9). section 2:" \
         in got.lines()[1], got.lines()
+
+
+def test_a_key_not_returned_is_said_with_what_it_means_and_a_spelling_of_it_seen():
+    async def capped_loop(url, model, messages, tools, max_turns):
+        got = await reference()(url, model, messages, tools, max_turns)
+        return {**{k: v for k, v in got.items() if k != "tool_runs"}, "tool_run": got["tool_runs"]}
+
+    got = run_check(capped_loop)
+    assert "what `capped_loop` returned has no 'tool_runs', but has 'tool_run': a key spelt another way?" \
+        in got.hint and "Hint: `tool_runs` counts the tools that ran" in got.hint, got.hint

@@ -32,6 +32,7 @@ pure function); one that failed is never kept.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import html
 import os
@@ -164,6 +165,7 @@ class Ran:
     stub: str | None = None
     left: list[tuple] = field(default_factory=list)
     wrote: list[str] = field(default_factory=list)
+    shape: Any = None   # a check's own message of what the piece returned (a Text), when that is why it failed
 
 
 # TRANSLATORS: {kind}: a type's name (`Liar`, `ndarray`); {where}: where it was, as Python reads it (['turns'])
@@ -452,7 +454,7 @@ class Check:
         line = outcome_line(outcome, case.deadline)
         if outcome.kind == "hung":
             return Ran(hung=line, left=outcome.left)
-        return Ran(raised=line, left=outcome.left, wrote=outcome.wrote)
+        return Ran(raised=line, left=outcome.left, wrote=outcome.wrote, shape=error.get("shape"))
 
     def _explain(self, report: Report) -> str | None:
         """The first case that fails, what differs in it, and the hint the failures point to: the first mistake the
@@ -475,7 +477,12 @@ class Check:
         own = next((h for h, rows in zip(self.hints, matched) if first in rows), None)
         generic = _field_hint(failing, shown, first)
         other = max(((len(rows), -i) for i, rows in enumerate(matched) if rows), default=None)
-        if own is not None:
+        missing = first.ran.shape if getattr(first.ran.shape, "template", None) in (MISSING, MISSING_NEAR) else None
+        if own is None and missing is not None:   # a key not returned: what it means, else where it is said
+            key = missing.values.get("first")
+            said += " " + _("Hint: {hint}.").format(
+                hint=_(FIELD_HINTS[key]) if key in FIELD_HINTS else _(MISSING_HINT).format(key=key))
+        elif own is not None:
             said += " " + _("Hint: {hint}.").format(hint=_(own.says))
         elif generic is not None:
             said += " " + _("Hint: {hint}.").format(hint=generic)
@@ -719,9 +726,19 @@ def returned(value, keys: tuple[str, ...], piece: str) -> dict:
                          kind=type_name(value), keys=", ".join(keys)))
     missing = [k for k in keys if k not in got]
     if missing:
-        raise Shape(Text(N_("what `{piece}` returned has no {keys}"), piece=piece,
-                         keys=", ".join(repr(k) for k in missing)))
+        near = [k for k in got if isinstance(k, str) and k not in keys
+                and difflib.get_close_matches(k, missing, 1, 0.6)]
+        raise Shape(Text(MISSING_NEAR if near else MISSING, piece=piece, keys=", ".join(repr(k) for k in missing),
+                         near=", ".join(repr(k) for k in near[:3]), first=missing[0]))
     return {k: got[k] for k in keys}
+
+
+MISSING = N_("what `{piece}` returned has no {keys}")
+# TRANSLATORS: {near}: keys the piece returned that look like the missing ones ('tool_run')
+MISSING_NEAR = N_("what `{piece}` returned has no {keys}, but has {near}: a key spelt another way?")
+# TRANSLATORS: said when a piece returned a dict without a key the check reads; {key}: that key
+MISSING_HINT = N_("the check reads each key its section's cell 'What the check reads' names, spelt as there: `{key}` "
+                  "among them")
 
 
 
