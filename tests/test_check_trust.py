@@ -11,6 +11,7 @@ modules, streams, folder and providers changed, files outside the throwaway work
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import shutil
@@ -45,10 +46,14 @@ def check(fn, until_first_failure: bool = True):
         checking.UNTIL_FIRST_FAILURE.reset(token)
 
 
+NEXT = dataclasses.replace(s02_turn_cap.CHECK, cases=s02_turn_cap.CASES[:4])   # the cap at 1 and 2, two calls, plan
+
+
 def reference_passes() -> bool:
-    """The next check, on the right piece: every case passes."""
-    got = check(REFERENCE, until_first_failure=False)
-    assert got.ok and got.lines()[0] == "12 of 12 cases pass", got.lines()
+    """The next check, on the right piece: every case passes (four of 02's cases: what the kernel's state could change
+    shows in any of them, at a third of the whole check's cost)."""
+    got = asyncio.run(NEXT.run(capped_loop=REFERENCE))
+    assert got.ok and got.lines()[0] == "4 of 4 cases pass", got.lines()
     return True
 
 
