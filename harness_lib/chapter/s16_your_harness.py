@@ -12,7 +12,7 @@ crash and resume, Stop during the scan, the trace) and returns figure id -> valu
 side by side with the chapter's, the line "your harness reproduces N of the 60 exact figures", and the first
 difference explained; ``sections_plot`` draws the same, section by section.
 
-Each experiment runs the reader's code in a thread of its own under a deadline (``checking``): one that raises,
+Each experiment runs the reader's code in a process of its own under a deadline (``sandbox``): one that raises,
 hangs or is not written yet costs its own figures, never the others'. Nothing here is recorded for the report:
 ``make chapter``'s figures are the library's.
 """

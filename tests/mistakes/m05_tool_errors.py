@@ -24,4 +24,7 @@ MISTAKES = (
             ('"error": f"{tool.name}: {error}"', '"error": str(error)'), hint="says which tool failed and why"),
     mistake("a fatal run's status named in other words", ('"status": "failed"', '"status": "fatal"'),
             hint="under `fatal` a failed call ends the run at once, `failed`"),
+    mistake("under fatal, the error raised again instead of the run returned failed",
+            ('return {**run, "status": "failed", "error": f"{tool.name}: {error}"}', 'raise'),
+            hint="under `fatal` the run ends, it does not raise"),
 )

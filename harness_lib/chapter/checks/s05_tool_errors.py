@@ -184,6 +184,10 @@ def _slots_differ(e: dict, y: dict) -> bool:
 HINTS = (
     Hint(N_("your loop did not end: the catch block decides what one failed call becomes, then the loop goes on (or, "
             "under `fatal`, returns)"), lambda c, e, y: y.get("hung") and not c.args["stop"]),
+    Hint(N_("under `fatal` the run ends, it does not raise: return it `failed`, its `error` saying which tool failed "
+            "and why, `{**run, 'status': 'failed', 'error': f\"{tool.name}: {error}\"}`"),
+         lambda c, e, y: c.args["policy"] == "fatal" and y.get("raised") and "CancelledError" not in y["raised"]
+         and e["status"] == "failed"),
     Hint(N_("a tool's failure escaped your loop: catch every `Exception` a tool raises (`except Exception as error:`), "
             "not one kind of it, and let the policy decide what it becomes"),
          lambda c, e, y: y.get("raised") and "CancelledError" not in y["raised"]),
