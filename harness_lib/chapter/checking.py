@@ -32,6 +32,7 @@ pure function); one that failed is never kept.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import functools
 import html
@@ -408,9 +409,10 @@ class Check:
         files, stubs = frozenset(_code_files(pieces)), _stubs(pieces)
         report = Report(self.pieces[0], total=len(self.cases), fields=self.fields)
         printed, watch = sandbox.Printed(), project.Watch()
-        for n, case in enumerate(self.cases):
-            expected = await _library(self, case, url)
-            ran = self._ran(await self._case(pieces, case, url, files, printed), case, stubs)
+        for n, case in enumerate(self.cases):   # the library's answer made here while the piece's case runs apart
+            expected, outcome = await asyncio.gather(_library(self, case, url),
+                                                     self._case(pieces, case, url, files, printed))
+            ran = self._ran(outcome, case, stubs)
             if ran.stub is not None:
                 return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
             differs = [f.key for f in self.fields if f.differ(expected, ran.fields)] if ran.fields is not None else []
