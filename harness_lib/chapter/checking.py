@@ -410,8 +410,12 @@ class Check:
         report = Report(self.pieces[0], total=len(self.cases), fields=self.fields)
         printed, watch = sandbox.Printed(), project.Watch()
         for n, case in enumerate(self.cases):   # the library's answer made here while the piece's case runs apart
-            expected, outcome = await asyncio.gather(_library(self, case, url),
-                                                     self._case(pieces, case, url, files, printed))
+            library = asyncio.ensure_future(_library(self, case, url))
+            try:
+                outcome = await self._case(pieces, case, url, files, printed)
+                expected = await library
+            finally:
+                library.cancel()   # Stop, or the case's own failure: nothing is left computing
             ran = self._ran(outcome, case, stubs)
             if ran.stub is not None:
                 return Report(self.pieces[0], line=_(NOT_WRITTEN).format(name=ran.stub))
