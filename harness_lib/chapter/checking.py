@@ -320,6 +320,7 @@ class Report:
     hint: str | None = None       # the first failure, explained
     not_run: list[str] = field(default_factory=list)   # the cases after one that hung
     after: list[str] = field(default_factory=list)     # what the pieces left behind, a line each
+    chosen: str | None = None     # which explanation the hint is ("mistake 3", "field tool_runs", ...), to compare
 
     @property
     def passed(self) -> int:
@@ -488,16 +489,21 @@ class Check:
             key = missing.values.get("first")
             said += " " + _("Hint: {hint}.").format(
                 hint=_(FIELD_HINTS[key]) if key in FIELD_HINTS else _(MISSING_HINT).format(key=key))
+            report.chosen = f"missing {key}"
         elif own is not None:
             said += " " + _("Hint: {hint}.").format(hint=_(own.says))
+            report.chosen = f"mistake {self.hints.index(own)}"
         elif generic is not None:
             said += " " + _("Hint: {hint}.").format(hint=generic)
+            report.chosen = "field"
         elif other is not None:
             hint = self.hints[-other[1]]
             said += " " + _("Hint: {hint}.").format(hint=_(hint.says)) + " " + _("(Said of the case {case}.)").format(
                 case=_(matched[-other[1]][0].case.name))
+            report.chosen = f"mistake {-other[1]} of another case"
         elif first.ran.fields is not None:
             said += " " + _("The case: {point}.").format(point=_(first.case.point))
+            report.chosen = "point"
         if len(failing) > 1:
             said += " " + _pattern(failing, shown)
         return said
