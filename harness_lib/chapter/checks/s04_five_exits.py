@@ -305,4 +305,6 @@ async def check(agent, Run, stop, owed, run_owed, url: str | None = None):  # no
     """Run your ``agent`` (with your ``Run``, ``stop``, ``owed`` and ``run_owed``) on every case of section 4 beside
     ``harness_lib``: each exit reached, each resumable one continued. A table, ``N of M cases pass``, and for the
     first case that fails, what differs and what to change."""
+    from ..s04_five_exits import refusing_url
+    refusing_url()   # started here, in the kernel: a case's process uses it, never starts one the piece seems to leave
     return await CHECK.run(url, agent=agent, Run=Run, stop=stop, owed=owed, run_owed=run_owed)
