@@ -18,6 +18,7 @@ from numbers import Integral, Real
 
 import pandas as pd
 
+from . import language
 from .language import _
 
 
@@ -277,7 +278,11 @@ class Table:
         self.df, self.precision = df, precision
 
     def __repr__(self):
-        return repr(self.df)
+        if language.spoken() == "en":
+            return repr(self.df)
+        from pandas.io.formats.format import get_dataframe_repr_params  # pandas' own repr, the language's decimal sign
+
+        return self.df.to_string(decimal=language.decimal_sign(), **get_dataframe_repr_params())
 
     def _repr_html_(self):
         df = self.df
@@ -315,7 +320,7 @@ class Table:
         if v is None or (not isinstance(v, (list, tuple, dict, str)) and pd.isna(v)):
             return ""
         if isinstance(v, float):
-            return f"{v:.{self.precision}f}"
+            return language.number(v, self.precision, grouped=False)
         return html.escape(str(v))
 
 

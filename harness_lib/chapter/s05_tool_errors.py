@@ -21,10 +21,10 @@ from ..state import RunState
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
 from . import params
-from .checking import plural
+from .checking import TURN_COUNT, dollars, plural
 from .common import Measured, as_row, scenario
 from .figures import relabel
-from .language import N_, _
+from .language import _, ngettext
 from .plots import BLUE, GREY, ORANGE, _figure, style
 from .stop_button import all_or_nothing
 
@@ -93,8 +93,11 @@ def policy_story(table: pd.DataFrame) -> str:
     costs = ", ".join(f"`{p}` `${c:.6f}`" for p, c in table["cost_usd"].items())  # code: no "$" math
     if not answered:
         d = table.loc["descriptive"]
-        return _("No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after {turns} "
-                 "turns, before it could use what the error told it. Try a larger `CAP`.").format(
+        return ngettext("No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after "
+                        "{turns} turn, before it could use what the error told it. Try a larger `CAP`.",
+                        "No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after "
+                        "{turns} turns, before it could use what the error told it. Try a larger `CAP`.",
+                        d["turns"]).format(
             costs=costs, status=d["status"], turns=d["turns"])
     # TRANSLATORS: joins two or three names: `fatal` and `descriptive`
     who = _(" and ").join(f"`{p}`" for p in answered)
@@ -170,7 +173,7 @@ def permanent_plot(table: pd.DataFrame) -> Figure:
         colors = [GREY, BLUE, BLUE, ORANGE]
         bars = ax.barh(list(table.index)[::-1], list(table["cost_usd"])[::-1], color=colors[::-1])
         for bar, (_label, row) in zip(bars, list(table.iterrows())[::-1]):
-            ax.annotate(f"${row['cost_usd']:.6f}, {plural(row['turns'], N_('turn'), N_('turns'))}, "
+            ax.annotate(f"{dollars(row['cost_usd'])}, {plural(row['turns'], TURN_COUNT)}, "
                         f"{row['status']}", (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
         ax.set_xlabel(_("cost (USD)"))

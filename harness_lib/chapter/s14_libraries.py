@@ -23,7 +23,7 @@ from ..state import RunState, new_run
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import StopAfter, scenario
-from .language import N_, Text, _
+from .language import N_, Text, _, ngettext
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .s05_tool_errors import marked_tools
 from .stop_button import all_or_nothing, check
@@ -108,7 +108,8 @@ def limit_plot(curve: pd.DataFrame, turns: int, limit: int, step_count: int) -> 
         ax.set_title(_("Where your loop stops the runaway: the first predicate to say yes"))
         ax.legend(loc="upper left", fontsize=8)
         ax.set_xlim(0, last + 0.5)
-    return fig, _("stopped after {turns} turns, ${usd:.6f}, by {which}").format(
+    return fig, ngettext("stopped after {turns} turn, ${usd:.6f}, by {which}",
+                         "stopped after {turns} turns, ${usd:.6f}, by {which}", turns).format(
         turns=turns, usd=cost, which=_(" and ").join(fired) or _("another predicate"))
 
 

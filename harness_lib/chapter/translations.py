@@ -351,7 +351,8 @@ def _umask() -> int:
 # -- the chapter layer's own messages (harness_lib.chapter.language) ----------------------------------------
 CHAPTER_DOMAIN = "chapter"
 CHAPTER_CODE = Path(__file__).resolve().parent
-KEYWORDS = {"_": None, "N_": None, "C_": ((1, "c"), 2)}
+KEYWORDS = {"_": None, "N_": None, "C_": ((1, "c"), 2), "ngettext": (1, 2), "npgettext": ((1, "c"), 2, 3),
+            "NP_": (1, 2)}
 CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's\n"
                   "# messages (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
 
@@ -384,9 +385,14 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
                         auto_comments=["A figure of the chapter, as the comparison tables label it; keep the "
                                        "scenario's name (plan, runaway...) as it is."])
     for message in pot:
-        if message.id and "{" in message.id:
+        if message.id and any("{" in text for text in _texts(message.id)):
             message.flags.add("python-brace-format")
     return pot
+
+
+def _texts(value) -> tuple[str, ...]:
+    """A message's id or string as a tuple of its forms (one, or a count's forms: ``ngettext``)."""
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _chapter_merge(old: Catalog, pot: Catalog) -> Catalog:
