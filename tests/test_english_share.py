@@ -1,0 +1,50 @@
+"""How much of the translated notebooks is still English where it is the companion's own (issue 46, item 4).
+
+``tests/english_share.py`` measures it on the committed notebooks: prose-like output lines that are not the model's
+world (which stays English by design: the glossaries say so), and prose comments, each English when the English
+notebook's same cell has it too. The issue's goal is at most 10 % of each; what is left is the notebooks' own code
+(labels and f-strings in the cells, comments of the cells a reader does not build: items 1 and 2 of the issue).
+Until then the shares may only go down: a change that brings English back into a translated notebook fails here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import english_share  # noqa: E402
+
+GOAL = 0.10
+# The shares measured on 7 December 2026 (bg: 153 of 861 lines, 220 of 320 comments; hu: 168 of 786, 220 of 319),
+# rounded up: lower them as the notebooks' own strings and comments go through the catalogues.
+CEILING = {("bg", "lines"): 0.18, ("hu", "lines"): 0.22, ("bg", "comments"): 0.69, ("hu", "comments"): 0.69}
+
+
+@pytest.mark.parametrize("language", ["bg", "hu"])
+def test_the_english_left_in_a_translated_notebook_does_not_grow(language):
+    measured = english_share.measure(language)
+    for kind in ("lines", "comments"):
+        english, total = measured[kind]
+        assert total > 200, f"{language}: only {total} prose-like {kind} found: the measure reads nothing"
+        share = english / total
+        worst = sorted(measured[f"english_{kind}"].items(), key=lambda kv: -kv[1])[:5]
+        assert share <= CEILING[language, kind], (
+            f"{language}: {english} of {total} prose-like {kind} are English ({share:.0%}, at most "
+            f"{CEILING[language, kind]:.0%} until the goal of {GOAL:.0%}); the most frequent: {worst}")
+
+
+def test_the_measure_counts_what_is_the_companion_s_and_no_more():
+    assert english_share.prose_like("the parent's total, the child's turns included: $0.007794")
+    assert not english_share.prose_like("status=completed  turns=3  tools=2  in=815")       # a run line
+    assert not english_share.prose_like('{"runId":"n1","type":"turn","turn":1}')               # a trace line
+    assert not english_share.prose_like("max_turns_exceeded")                                  # a name
+    assert english_share.is_model_world("The timeout is set in config.yaml, and worker 7 hit it.") or \
+        english_share.is_model_world("Which file mentions a timeout?")                         # the task
+    assert english_share.is_model_world("You are an operations assistant. Use the tools to inspect the workspace, "
+                                        "then answer it briefly.")
+    assert english_share.CHAPTER_LINES.search("progress: scanned 400 of 1200 files  (t+1,002 ms)")
+    assert not english_share.is_model_world("the loop above, no window")
