@@ -12,8 +12,8 @@ notebook:
   model's tasks and answers, the chapter's trace), which stays English by design (the glossaries say so), and not the
   library's source that a cell shows. A kept line is English when the English notebook's same cell shows it too
   (digits aside: a time measured twice differs);
-* **prose comments**: every comment of a code cell with three or more words of letters; English when the English
-  notebook's same cell has it too.
+* **prose comments**: every comment of a code cell with three or more words of letters (an exercise's own ``YOUR CODE
+  HERE`` aside, English by design); English when the English notebook's same cell has it too.
 
 ``share(language)`` gives both, as (English, all); ``tests/test_english_share.py`` keeps them from growing.
 """
@@ -70,6 +70,15 @@ def model_world() -> tuple[str, ...]:
 
 def _norm(text: str) -> str:
     return " ".join(DIGITS.sub("0", text).split())
+
+
+# An exercise's own comments, and nbgrader's markers: English in every language by design (docs/translating.md).
+OWN_COMMENTS = {"YOUR CODE HERE", "## BEGIN SOLUTION", "## END SOLUTION"}
+
+
+def prose_words(text: str) -> int:
+    """Words of letters in ``text`` (a name in the code, ``NBVAL_IGNORE_OUTPUT``, is not words)."""
+    return sum(bool(WORD.fullmatch(t.strip(".,:;!?()[]\"'“”„«»—–-"))) for t in TOKEN.findall(text))
 
 
 def prose_like(line: str) -> bool:
@@ -152,7 +161,7 @@ def measure(language: str) -> dict:
                         english_lines[line] = english_lines.get(line, 0) + 1
             theirs = {c.text for c in comments(twin.source)} if twin is not None else set()
             for comment in comments(cell.source):
-                if len(WORD.findall(comment.text)) < 3:
+                if prose_words(comment.text) < 3 or comment.text.strip() in OWN_COMMENTS:
                     continue
                 notes[1] += 1
                 if comment.text in theirs:

@@ -2,8 +2,9 @@
 
 ``tests/english_share.py`` measures it on the committed notebooks: prose-like output lines that are not the model's
 world (which stays English by design: the glossaries say so), and prose comments, each English when the English
-notebook's same cell has it too. The issue's goal is at most 10 % of each; what is left is the notebooks' own code
-(labels and f-strings in the cells, comments of the cells a reader does not build: items 1 and 2 of the issue).
+notebook's same cell has it too. The issue's goal is at most 10 % of each; the comments are there (every code cell's
+go through the catalogues), the lines not yet: what is left is the notebooks' own code (labels and f-strings in the
+cells, item 1 of the issue) and the chapter layer's row and column labels (item 2).
 Until then the shares may only go down: a change that brings English back into a translated notebook fails here.
 """
 
@@ -19,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import english_share  # noqa: E402
 
 GOAL = 0.10
-# The shares measured on 7 December 2026 (bg: 153 of 861 lines, 220 of 320 comments; hu: 168 of 786, 220 of 319),
-# rounded up: lower them as the notebooks' own strings and comments go through the catalogues.
-CEILING = {("bg", "lines"): 0.18, ("hu", "lines"): 0.22, ("bg", "comments"): 0.69, ("hu", "comments"): 0.69}
+# The shares measured on 7 December 2026, rounded up (bg: 153 of 861 lines, 2 of 251 comments; hu: 168 of 786, 4 of
+# 248: comments that are code, `completed | failed | ...`, or read the same in Hungarian): lower them as the
+# notebooks' own strings go through the catalogues.
+CEILING = {("bg", "lines"): 0.18, ("hu", "lines"): 0.22, ("bg", "comments"): 0.01, ("hu", "comments"): 0.02}
 
 
 @pytest.mark.parametrize("language", ["bg", "hu"])
