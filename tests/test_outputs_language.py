@@ -125,8 +125,10 @@ KEEP = {
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_no_message_of_the_catalogue_is_shown_in_english_in_a_translated_notebook(language):
     catalog = _catalogue(language)
+    # a label (context "label") is translated where a table shows it; a line the notebook's own code prints with it
+    # is that code's (tests/test_english_share.py measures those)
     english = [(form, m) for m in catalog if m.id and all(_forms(m.string)) and m.string != m.id
-               and m.id not in KEEP for form in _forms(m.id)]
+               and m.id not in KEEP and m.context != lang.LABEL for form in _forms(m.id)]
     problems = []
     for path in sorted((ROOT / "notebooks" / language).rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -206,3 +208,24 @@ def test_a_broken_catalogue_or_translation_is_one_line_or_the_english(tmp_path, 
             lang.speak("bg")
     finally:
         lang.speak("en")
+
+
+def test_a_table_shows_its_labels_in_the_language_and_keeps_them_english_in_its_data():
+    """A row's or a column's label the code reads by name (a run, a case, a column of a section's table) stays
+    English in the data and is shown in the language (``language.labelled``, context ``label``)."""
+    import pandas as pd
+
+    from harness_lib.chapter.params import table
+
+    frame = pd.DataFrame({"status": ["completed"], "what the model read": ["x"]},
+                         index=pd.Index(["the loop above"], name="run"))
+    assert "the loop above" in table(frame)._repr_html_()
+    try:
+        lang.speak("bg")
+        shown = table(frame)._repr_html_() + repr(table(frame))
+        assert "цикълът по-горе" in shown and "какво прочете model" in shown and "the loop above" not in shown
+        assert list(frame.index) == ["the loop above"] and "what the model read" in frame.columns   # the data
+        assert lang.label("completed") == "completed"   # a value of the code, no label: as it is
+    finally:
+        lang.speak("en")
+    assert lang.labelled(frame) is frame

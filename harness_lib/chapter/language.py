@@ -124,7 +124,7 @@ def speak(language: str) -> str:
 
 def _tables() -> None:
     """In a notebook's kernel, every DataFrame it shows written with the decimal sign of the language spoken (pandas'
-    own text and HTML, ``decimal=``); English: pandas' own, as it was."""
+    own text and HTML, ``decimal=``) and its labels in that language (``labelled``); English: pandas' own."""
     try:
         from IPython import get_ipython
     except ImportError:   # outside IPython nothing is displayed
@@ -145,15 +145,17 @@ def _tables() -> None:
 def _frame_text(frame, printer, cycle) -> None:
     from pandas.io.formats.format import get_dataframe_repr_params
 
+    frame = labelled(frame)
     printer.text(repr(frame) if frame._info_repr() else
                  frame.to_string(decimal=decimal_sign(), **get_dataframe_repr_params()))
 
 
 def _frame_html(frame) -> str | None:
-    """pandas' ``DataFrame._repr_html_``, with the language's decimal sign."""
+    """pandas' ``DataFrame._repr_html_``, with the language's decimal sign and labels (``labelled``)."""
     from pandas import get_option
     from pandas.io.formats import format as fmt
 
+    frame = labelled(frame)
     if frame._info_repr() or not get_option("display.notebook_repr_html"):
         return frame._repr_html_()
     formatter = fmt.DataFrameFormatter(
@@ -217,6 +219,30 @@ def in_context(context: str, message: str) -> str:
     """``message`` in the language spoken, as the catalogue translates it under ``context`` (else as ``_``)."""
     translated = _translations.pgettext(context, message)
     return _said(translated) if translated != message else _(message)
+
+
+# -- a table's labels -----------------------------------------------------------------------------------------
+LABEL = "label"   # the context of a row's or a column's label (``C_("label", ...)``): translated only where shown
+
+
+def label(text):
+    """A row's or a column's label as a table shows it in the language spoken: its translation under the context
+    ``label`` (where the code names it, ``C_("label", "baseline (one read)")``), else as it is. The data keeps the
+    English: the notebooks and the sections' functions read a table by its labels."""
+    if _language == "en" or not isinstance(text, str):
+        return text
+    return _said(_translations.pgettext(LABEL, text))
+
+
+def labelled(frame):
+    """A copy of the DataFrame ``frame`` with its row and column labels, and their names, as ``label`` shows them
+    (English: ``frame`` itself)."""
+    if _language == "en":
+        return frame
+    out = frame.rename(index=label, columns=label)
+    out.index = out.index.set_names([label(n) for n in out.index.names])
+    out.columns = out.columns.set_names([label(n) for n in out.columns.names])
+    return out
 
 
 # -- counts: a message whose words follow a number ----------------------------------------------------------

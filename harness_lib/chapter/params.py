@@ -282,10 +282,10 @@ class Table:
             return repr(self.df)
         from pandas.io.formats.format import get_dataframe_repr_params  # pandas' own repr, the language's decimal sign
 
-        return self.df.to_string(decimal=language.decimal_sign(), **get_dataframe_repr_params())
+        return language.labelled(self.df).to_string(decimal=language.decimal_sign(), **get_dataframe_repr_params())
 
     def _repr_html_(self):
-        df = self.df
+        df = language.labelled(self.df)   # its labels in the language spoken; the data keeps the English
         left = [df[c].dtype == object or pd.api.types.is_string_dtype(df[c]) for c in df.columns]
         index_names = [n or "" for n in df.index.names]
         head = []

@@ -164,7 +164,7 @@ def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = Non
     fig, axes = _figure(width or 3.3 * len(columns) + 1.0, 3.4, ncols=len(columns))
     titles = titles or columns
     formats = formats or ["{:,}"] * len(columns)
-    labels = [str(i) for i in table.index]
+    labels = [str(language.label(i)) for i in table.index]
     with style():
         for ax, column, title, fmt in zip(axes, columns, titles, formats):
             colors = [GREEN if highlight is not None and bool(highlight.iloc[i]) else BLUE for i in range(len(table))]

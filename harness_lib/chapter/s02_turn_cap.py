@@ -20,7 +20,7 @@ from ..scripted.scripts import call, turn_index
 from ..state import RunState
 from . import params
 from .common import Measured, as_row, prefix_costs, scenario
-from .language import N_, _, ngettext
+from .language import C_, N_, _, ngettext
 from .plots import BLUE, GREY, ORANGE, RED, _figure, dollar_ticks, number_ticks, style
 from .stop_button import all_or_nothing
 
@@ -84,8 +84,8 @@ async def runaway_prefix(base_url: str, long_cap: int = 100) -> pd.DataFrame:
 def prefix_check(prefix: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The separate runs beside the long run's prefixes at the same caps (blank beyond the long run)."""
     beside = prefix.reindex(table.index)[["input_tokens", "cost_usd"]].astype({"input_tokens": "Int64"})
-    return pd.concat({"prefix of one long run": beside,
-                      "separate runs": table[["in", "cost_usd"]]}, axis=1)
+    return pd.concat({C_("label", "prefix of one long run"): beside,
+                      C_("label", "separate runs"): table[["in", "cost_usd"]]}, axis=1)
 
 
 def doubling(prefix: pd.DataFrame) -> dict:

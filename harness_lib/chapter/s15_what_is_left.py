@@ -21,7 +21,7 @@ from ..tokens import compact, count, encoding
 from . import params
 from .common import Measured, as_row, scenario
 from .figures import DIFFERS, EXACT, NO_FIGURE, NOT_HERE, OFFLINE, OTHER_MACHINE, OTHER_MODEL, WITHIN, tally
-from .language import N_, _, number
+from .language import C_, N_, _, number
 from .plots import BLUE, GREEN, ORANGE, RED, ROLE_COLORS, _figure, number_ticks, style
 from .stop_button import all_or_nothing
 
@@ -33,6 +33,8 @@ PARAMETERS = {
 CHAPTER_CAPS = (8, 100)   # the runaway's caps the chapter prints again in section 15
 
 PARTS = (N_("tool schemas"), N_("the task"), N_("old assistant turns"), N_("old tool results"))   # columns: English
+PART_LABELS = (C_("label", "tool schemas"), C_("label", "the task"), C_("label", "old assistant turns"),
+               C_("label", "old tool results"))   # as a table shows them
 PART_OF = {"system": "the task", "user": "the task", "assistant": "old assistant turns", "tool": "old tool results"}
 PART_COLORS = {"tool schemas": ROLE_COLORS["tool schemas"], "the task": GREEN, "old assistant turns": BLUE,
                "old tool results": ORANGE}
@@ -101,7 +103,7 @@ def cap_effect(runs: dict, shares: pd.DataFrame) -> pd.DataFrame:
         rows.append({"cap": cap, **as_row(state), "last prompt": int(last["prompt"]),
                      _("of which history"): int(last["old assistant turns"] + last["old tool results"]),
                      _("history"): f"{number(last['history %'], 1, grouped=False)} %",
-                     "same turns as the longest run": [t["prompt_tokens"] for t in state.per_turn]
+                     C_("label", "same turns as the longest run"): [t["prompt_tokens"] for t in state.per_turn]
                      == [t["prompt_tokens"] for t in longest.per_turn[:state.turns]]})
     return pd.DataFrame(rows).set_index("cap").drop(columns=["status"])
 
