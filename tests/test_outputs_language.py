@@ -51,24 +51,34 @@ def test_every_message_is_translated_and_none_is_fuzzy(language):
     assert not empty, f"{len(empty)} untranslated in locale/{language}/LC_MESSAGES/chapter.po, e.g. {empty[0]!r}"
 
 
+def _forms(value) -> tuple[str, ...]:
+    """A message's id or string as its forms: one, or a count's (``ngettext``: singular, plural)."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_translation_keeps_every_value_and_piece_of_code(language):
+    """Every form keeps the English's fields and code; a count's form for one may leave its count out ("the first
+    turn"), never a field the English plural lacks."""
     problems = []
     for m in _catalogue(language):
-        if not m.id or not m.string:
+        if not m.id or not all(_forms(m.string)):
             continue
-        for piece in PLACEHOLDER.findall(m.id) + CODE.findall(m.id):
-            if piece not in m.string:
-                problems.append(f"{m.id!r}: {piece} missing from {m.string!r}")
-        fields = {p.strip("{}").split(":")[0].split("!")[0]: 0 for p in PLACEHOLDER.findall(m.id)}
-        try:
-            m.id.format(**fields)
-        except (KeyError, IndexError, ValueError):
-            continue   # braces of code in a hint (`{'type': ...}`), never formatted: kept above, piece by piece
-        try:
-            m.string.format(**fields)
-        except (KeyError, IndexError, ValueError) as e:
-            problems.append(f"{m.id!r}: the translation is not a template of the same fields ({e!r})")
+        english = _forms(m.id)[-1]   # the plural's English has every field (the singular may say "one")
+        for n, form in enumerate(_forms(m.string)):
+            plural_one = isinstance(m.id, tuple) and n == 0 and len(_forms(m.string)) > 1
+            for piece in PLACEHOLDER.findall(english) + CODE.findall(english):
+                if piece not in form and not (plural_one and piece.startswith("{")):
+                    problems.append(f"{m.id!r}: {piece} missing from {form!r}")
+            fields = {p.strip("{}").split(":")[0].split("!")[0]: 0 for p in PLACEHOLDER.findall(english)}
+            try:
+                english.format(**fields)
+            except (KeyError, IndexError, ValueError):
+                continue   # braces of code in a hint (`{'type': ...}`), never formatted: kept above, piece by piece
+            try:
+                form.format(**fields)
+            except (KeyError, IndexError, ValueError) as e:
+                problems.append(f"{m.id!r}: the translation is not a template of the same fields ({e!r})")
     assert not problems, "\n".join(problems[:10])
 
 
@@ -78,7 +88,8 @@ def test_speak_chooses_a_language_and_english_is_the_default():
         lang.speak("bg")
         assert lang._("{passed} of {total} cases pass") != "{passed} of {total} cases pass"
         text = lang.Text("{passed} of {total} cases pass", passed=3, total=4)
-        assert text == "3 of 4 cases pass" and lang._(text).startswith("3 ") and "4" in lang._(text)
+        assert text == "3 of 4 cases pass" and "3" in lang._(text) and "4" in lang._(text)
+        assert lang._(text) != "3 of 4 cases pass"
         with pytest.raises(ValueError, match="speaks en, bg, hu, not 'de'"):
             lang.speak("de")
         assert lang.spoken() == "bg"   # a refused language changes nothing
@@ -114,7 +125,10 @@ KEEP = {
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_no_message_of_the_catalogue_is_shown_in_english_in_a_translated_notebook(language):
     catalog = _catalogue(language)
-    english = [m.id for m in catalog if m.id and m.string and m.string != m.id and m.id not in KEEP]
+    # a label (context "label") is translated where a table shows it; a line the notebook's own code prints with it
+    # is that code's (tests/test_english_share.py measures those)
+    english = [(form, m) for m in catalog if m.id and all(_forms(m.string)) and m.string != m.id
+               and m.id not in KEEP and m.context != lang.LABEL for form in _forms(m.id)]
     problems = []
     for path in sorted((ROOT / "notebooks" / language).rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -124,9 +138,9 @@ def test_no_message_of_the_catalogue_is_shown_in_english_in_a_translated_noteboo
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code") + "".join(
             _shown(nbformat.v4.new_notebook(cells=[c])) for c in nb.cells
             if c.cell_type == "code" and "show_source(" in c.source)
-        for message in english:
+        for message, translated in english:
             parts = [p for p in _literal_parts(message)
-                     if p not in catalog.get(message).string and p.strip(",.;: ") not in code]
+                     if all(p not in form for form in _forms(translated.string)) and p.strip(",.;: ") not in code]
             hit = next((p for p in parts if p in shown), None)
             if hit:
                 problems.append(f"{path.relative_to(ROOT)}: {hit!r} (of {message!r})")
@@ -164,7 +178,7 @@ def test_a_field_and_a_count_of_the_same_english_are_two_messages():
 
     try:
         lang.speak("bg")
-        assert TURNS.show(3) == "3 хода" and TURNS.show(1) == "1 " + lang._("turn")   # counted
+        assert TURNS.show(3) == "3 хода" and TURNS.show(1) == "1 ход"   # counted: the count's forms (ngettext)
         assert TURNS.tell({"turns": 3}, {"turns": 4}).startswith("ходове:")            # named
     finally:
         lang.speak("en")
@@ -179,12 +193,13 @@ def test_a_broken_catalogue_or_translation_is_one_line_or_the_english(tmp_path, 
     text = (ROOT / "locale" / "bg" / "LC_MESSAGES" / "chapter.po").read_text(encoding="utf-8")
     monkeypatch.setattr(lang, "locale_folder", lambda: tmp_path)
     try:
-        po.write_text(text.replace('msgstr "{passed} от {total}', 'msgstr "{passed} от {all}', 1), encoding="utf-8")
+        po.write_text(text.replace('msgstr "минаващи случаи: {passed} от {total}"',
+                                   'msgstr "минаващи случаи: {passed} от {all}"', 1), encoding="utf-8")
         assert "{all}" in po.read_text(encoding="utf-8")
         lang.speak("bg")
         assert lang._("{passed} of {total} cases pass").format(passed=1, total=2) == "1 of 2 cases pass"
         assert lang._("case") != "case"   # the rest of the catalogue is read as it is
-        po.write_text(text.replace('msgstr "{passed}', 'msgstr {passed}', 1), encoding="utf-8")   # a quote lost
+        po.write_text(text.replace('msgstr "минаващи', 'msgstr минаващи', 1), encoding="utf-8")   # a quote lost
         with pytest.raises(lang.LanguageError) as info:
             lang.speak("bg")
         assert info.value._render_traceback_()[0].startswith(f"LanguageError: {po} cannot be read")
@@ -193,3 +208,24 @@ def test_a_broken_catalogue_or_translation_is_one_line_or_the_english(tmp_path, 
             lang.speak("bg")
     finally:
         lang.speak("en")
+
+
+def test_a_table_shows_its_labels_in_the_language_and_keeps_them_english_in_its_data():
+    """A row's or a column's label the code reads by name (a run, a case, a column of a section's table) stays
+    English in the data and is shown in the language (``language.labelled``, context ``label``)."""
+    import pandas as pd
+
+    from harness_lib.chapter.params import table
+
+    frame = pd.DataFrame({"status": ["completed"], "what the model read": ["x"]},
+                         index=pd.Index(["the loop above"], name="run"))
+    assert "the loop above" in table(frame)._repr_html_()
+    try:
+        lang.speak("bg")
+        shown = table(frame)._repr_html_() + repr(table(frame))
+        assert "цикълът по-горе" in shown and "какво прочете model" in shown and "the loop above" not in shown
+        assert list(frame.index) == ["the loop above"] and "what the model read" in frame.columns   # the data
+        assert lang.label("completed") == "completed"   # a value of the code, no label: as it is
+    finally:
+        lang.speak("en")
+    assert lang.labelled(frame) is frame

@@ -48,7 +48,8 @@ import pandas as pd
 
 from . import project, sandbox
 from .cells import NOT_WRITTEN, one_line_stubs  # noqa: F401 - the checks' one line for a stub
-from .language import C_, N_, Text, _, in_context
+from .language import C_, N_, NP_, Text, _, in_context, ngettext, number
+from .language import dollars as _dollars
 from .plain import cut, one_line, plain, type_name
 from .sandbox import Shape, ending  # noqa: F401 - the checks raise the one, a case asks the other
 from .stop_button import check as stop_pressed
@@ -132,12 +133,14 @@ def _plain(value) -> str:
 
 
 def _plainly(value) -> str:
-    if isinstance(value, bool) or value is None:
+    if value is None:   # in a sentence, a word: English keeps Python's, as the code says it
+        return in_context("value", C_("value", "None"))
+    if isinstance(value, bool):
         return repr(value)
     if isinstance(value, int):
-        return f"{value:,}"
+        return number(value)
     if isinstance(value, float):
-        return f"{value:.6f}"
+        return number(value, 6, grouped=False)
     if isinstance(value, (list, tuple)) and len(value) > LIST_LIMIT:   # the first few, and how many more
         return cut(_plain(list(value[:LIST_LIMIT]))[:-1] + ", " + _("… {n} more").format(n=len(value) - LIST_LIMIT)
                    + "]", CELL_LIMIT)
@@ -267,7 +270,7 @@ class Row:
             named = in_context("field", f.label or f.key)
             pairs.append((f"{named}: {e_shown}", f"{named}: {y_shown}"))
         more = len(self.differs) - len(shown)
-        tail = [_("… and {n} more fields").format(n=more)] if more > 0 else []
+        tail = [ngettext("… and {n} more field", "… and {n} more fields", more).format(n=more)] if more > 0 else []
         return "; ".join([e for e, _y in pairs] + tail), "; ".join([y for _e, y in pairs] + tail)
 
     def lines(self, fields: tuple[Field, ...]) -> list[str]:
@@ -282,7 +285,8 @@ class Row:
         for key in self.differs[:SHOWN_FIELDS]:
             out += _wrapped(cut(by_key[key].tell(self.expected, self.ran.fields), LINE_LIMIT), "    ")
         if len(self.differs) > SHOWN_FIELDS:
-            out.append("    " + _("… and {n} more fields").format(n=len(self.differs) - SHOWN_FIELDS))
+            more = len(self.differs) - SHOWN_FIELDS
+            out.append("    " + ngettext("… and {n} more field", "… and {n} more fields", more).format(n=more))
         return out
 
 
@@ -591,7 +595,9 @@ def after_lines(left: list[tuple], wrote: list[str], printed: sandbox.Printed, w
                      "writes only where it is told (the check's working folder was thrown away).").format(
             files=cut(", ".join(wrote[:5]), LINE_LIMIT)))
     if printed.hidden:
-        out.append(_("… and {n:,} more characters your piece printed, not shown.").format(n=printed.hidden))
+        out.append(ngettext("… and {n:,} more character your piece printed, not shown.",
+                            "… and {n:,} more characters your piece printed, not shown.", printed.hidden).format(
+            n=printed.hidden))
     return out + (watch.notes() if watch is not None else [])
 
 
@@ -701,13 +707,15 @@ def provider_url() -> str:
 
 
 # -- helpers the sections' checks share --------------------------------------------------------------------
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """``n`` and its noun, in the language spoken: ``one`` and ``many`` are messages (marked ``N_``)."""
-    return f"{n:,} {_(one) if n == 1 else in_context('count', many or one + 's')}"
+def plural(n: int, forms: tuple[str, str]) -> str:
+    """``n`` and its noun, in the language spoken: ``forms`` a pair of messages marked ``NP_`` ("{n:,} turn",
+    "{n:,} turns"), the language's form chosen by ``n`` (``ngettext``)."""
+    return ngettext(*forms, n).format(n=n)
 
 
 def dollars(x) -> str:
-    return f"${x:.6f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else repr(x)
+    """An amount of dollars the language's way (``$0.002470``, ``0,002470 $``); anything else as a value."""
+    return _dollars(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else _plain(x)
 
 
 def close(a, b, within: float = 1e-9) -> bool:
@@ -756,12 +764,14 @@ MISSING_HINT = N_("the check reads each key its section's cell 'What the check r
 
 
 # -- the fields most sections compare ----------------------------------------------------------------------
-def _count(n, one: str, many: str | None = None) -> str:
-    return plural(n, one, many) if isinstance(n, int) and not isinstance(n, bool) else f"{_(many or one + 's')}={n!r}"
+def _count(n, forms: tuple[str, str], name: str) -> str:
+    """``n`` counted (``plural``), or, when it is not a count, the field's ``name`` and the value as it is."""
+    return plural(n, forms) if isinstance(n, int) and not isinstance(n, bool) else f"{in_context('field', name)}={n!r}"
 
 
 def _tokens(side: str):
-    return lambda n: f"{_(side)} {n:,}" if isinstance(n, int) and not isinstance(n, bool) else f"{_(side)}={n!r}"
+    return lambda n: (f"{_(side)} {number(n)}" if isinstance(n, int) and not isinstance(n, bool)
+                      else f"{_(side)}={n!r}")
 
 
 def _brief(message) -> str:
@@ -786,16 +796,19 @@ def _transcript_difference(expected, yours) -> str:
             return _("message {n} of the transcript expected {expected}, yours {yours}").format(
                 n=i + 1, expected=_brief(e), yours=_brief(y))
     if len(yours) > len(expected):
-        return _("the transcript has {extra} message(s) too many, from {first}").format(
+        return ngettext("the transcript has {extra} message too many, from {first}",
+                        "the transcript has {extra} message(s) too many, from {first}",
+                        len(yours) - len(expected)).format(
             extra=len(yours) - len(expected), first=_brief(yours[len(expected)]))
     return _("the transcript lacks {message} (message {n})").format(message=_brief(expected[len(yours)]),
                                                                    n=len(yours) + 1)
 
 
 STATUS = Field("status", label=N_("status"))
-# TRANSLATORS: "3 turns": the count form, where a language has one (Bulgarian "3 хода", not "ходове")
-TURNS = Field("turns", show=lambda n: _count(n, N_("turn"), C_("count", "turns")), label=C_("field", "turns"))
-TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, N_("tool run"), N_("tool runs")),
+# TRANSLATORS: a count: "1 turn", "3 turns" (Bulgarian "1 ход", "3 хода": the count form, not "ходове")
+TURN_COUNT = NP_("{n:,} turn", "{n:,} turns")
+TURNS = Field("turns", show=lambda n: _count(n, TURN_COUNT, "turns"), label=C_("field", "turns"))
+TOOL_RUNS = Field("tool_runs", show=lambda n: _count(n, NP_("{n:,} tool run", "{n:,} tool runs"), "tool runs"),
                   label=C_("field", "tool runs"))
 # TRANSLATORS: "in 3,431": the input tokens of a run, in a check's table
 IN = Field("in", show=_tokens(N_("in")), label=N_("input tokens"))
@@ -806,8 +819,9 @@ DELETED = Field("deleted", show=lambda d: (_("deleted {files}").format(files=", 
                                            else _("deleted nothing")), label=N_("files deleted"))
 ANSWER = Field("answer", show=lambda a: repr(a if not isinstance(a, str) or len(a) <= 40 else a[:37] + "..."),
                label=N_("answer"))
-TRANSCRIPT = Field("messages", show=lambda m: (_count(len(m), N_("message"), N_("messages")) if isinstance(m, list)
-                                               else repr(m)[:40]), label=C_("field", "messages"),
+MESSAGE_COUNT = NP_("{n:,} message", "{n:,} messages")
+TRANSCRIPT = Field("messages", show=lambda m: (plural(len(m), MESSAGE_COUNT)
+                                               if isinstance(m, list) else repr(m)[:40]), label=C_("field", "messages"),
                    describe=_transcript_difference, follows=True)
 
 

@@ -31,7 +31,7 @@ from ..loop import Options, run
 from ..state import RunState, approve, new_run
 from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
-from .language import _
+from .language import C_, _, label
 from .stop_button import all_or_nothing, check
 
 SCENARIOS_THAT_FINISH = ("plan", "recover", "direct", "repeat", "answer", "destructive", "delete_twice")
@@ -132,6 +132,17 @@ async def call_model(base_url: str, model: str, messages: list[dict], tools: lis
 
 
 COMPARED = ("status", "turns", "tool_runs", "in", "out", "cost_usd")
+# The labels the notebooks' own code gives its runs and cases (its code is the same in every language): marked here
+# for the catalogue, shown translated wherever a table shows them (``language.label``), kept English in the data.
+NOTEBOOK_LABELS = (
+    C_("label", "the loop above"), C_("label", "the loop above, no window"), C_("label", "your capped loop"),
+    C_("label", "your budgeted loop"), C_("label", "your loop, continued"), C_("label", "your loop, approved"),
+    C_("label", "your research tool"), C_("label", "your provider, in process"),
+    C_("label", "ScriptedProvider, over HTTP"), C_("label", "destructive (needs approval)"),
+    C_("label", "slow, Stop once the scan starts"), C_("label", "plan, provider answers 401"),
+    C_("label", "restored from disk"), C_("label", "child killed (SIGKILL, exit -9)"),
+    C_("label", "the first of several"),
+)
 
 
 def as_row(run) -> dict:
@@ -181,7 +192,7 @@ def side_by_side_cases(cases: dict):
     differ = {case: fields for case, fields in differ.items() if fields}
     print(_("in every case they agree on {fields}").format(fields=", ".join(kept)) if not differ else
           _("they DIFFER: {cases}").format(cases="; ".join(_("{case} on {fields}").format(
-              case=case, fields=", ".join(fields)) for case, fields in differ.items())))
+              case=label(case), fields=", ".join(fields)) for case, fields in differ.items())))
     display(table(frame[[c for c in COMPARED if frame[c].notna().any()]]))
 
 

@@ -29,11 +29,12 @@ chapter has no figure for this value". A key that looks like an id and is not on
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
 from ..resources import data_path
-from .language import N_, _
+from .language import N_, _, localized
 
 DATA = data_path()  # the project's data folder: the chapter's figures, its trace, its local-model table
 EXACT, WITHIN, NOT_HERE, DIFFERS = N_("exact"), N_("within tolerance"), N_("not reproducible here"), N_("DIFFERS")
@@ -45,6 +46,9 @@ OTHER_MACHINE = N_("measured here, another machine")
 OFFLINE = N_("not reproducible offline")
 ALWAYS_LISTED = ("unreproducible", "registry")  # listed for their section whether measured or not
 REPEATS = "repeats "  # the tolerance column of a figure the chapter prints a second time: "repeats cap.in8"
+
+
+_NUMERIC = re.compile(r"-?\d+(\.\d+)?( ms)?")   # a figure's value that is one number (not a list, nor a name)
 
 
 def chapter_figures() -> pd.DataFrame:
@@ -188,5 +192,7 @@ def shown(comparison: pd.DataFrame) -> pd.DataFrame:
     figures (in the catalogue: data/chapter_figures.csv is extracted with the code) and the categories."""
     out = comparison[COLUMNS].reset_index(drop=True)
     out["figure"] = out["figure"].map(_)
+    for column in ("chapter", "ours"):   # a number the language's way (0,038), compared as the chapter wrote it
+        out[column] = out[column].map(lambda v: localized(v) if isinstance(v, str) and _NUMERIC.fullmatch(v) else v)
     out["match"] = out["match"].map(_)
     return out.rename(columns=dict(zip(COLUMNS, map(_, HEADERS))))

@@ -18,6 +18,7 @@ from numbers import Integral, Real
 
 import pandas as pd
 
+from . import language
 from .language import _
 
 
@@ -277,10 +278,14 @@ class Table:
         self.df, self.precision = df, precision
 
     def __repr__(self):
-        return repr(self.df)
+        if language.spoken() == "en":
+            return repr(self.df)
+        from pandas.io.formats.format import get_dataframe_repr_params  # pandas' own repr, the language's decimal sign
+
+        return language.labelled(self.df).to_string(decimal=language.decimal_sign(), **get_dataframe_repr_params())
 
     def _repr_html_(self):
-        df = self.df
+        df = language.labelled(self.df)   # its labels in the language spoken; the data keeps the English
         left = [df[c].dtype == object or pd.api.types.is_string_dtype(df[c]) for c in df.columns]
         index_names = [n or "" for n in df.index.names]
         head = []
@@ -315,7 +320,7 @@ class Table:
         if v is None or (not isinstance(v, (list, tuple, dict, str)) and pd.isna(v)):
             return ""
         if isinstance(v, float):
-            return f"{v:.{self.precision}f}"
+            return language.number(v, self.precision, grouped=False)
         return html.escape(str(v))
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from contextlib import contextmanager
 
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .language import N_, _
+from . import language
+from .language import N_, _, dollars
 
 STYLE = {
     "font.family": "DejaVu Sans",
@@ -60,8 +62,73 @@ def _figure(width: float = 7.0, height: float = 3.4, ncols: int = 1):
     return fig, list(axes)
 
 
+class _Localized(matplotlib.ticker.Formatter):
+    """A tick formatter's labels with the numbers written the way of the language spoken (``language.localized``):
+    ``3,000`` becomes ``3 000`` in Bulgarian, ``0.5`` becomes ``0,5``."""
+
+    def __init__(self, inner: matplotlib.ticker.Formatter):
+        self.inner = inner
+
+    def set_axis(self, axis):
+        self.inner.set_axis(axis)
+
+    def set_locs(self, locs):
+        self.inner.set_locs(locs)
+
+    def __call__(self, x, pos=None):
+        return language.localized(self.inner(x, pos))
+
+    def format_ticks(self, values):
+        return [language.localized(t) for t in self.inner.format_ticks(values)]
+
+    def get_offset(self):
+        return language.localized(self.inner.get_offset())
+
+    def format_data(self, value):
+        return language.localized(self.inner.format_data(value))
+
+    def format_data_short(self, value):
+        return language.localized(self.inner.format_data_short(value))
+
+
+def localize_ticks(fig: Figure) -> Figure:
+    """Every axis of ``fig`` labelled with numbers the way of the language spoken (English: as it is)."""
+    if language.spoken() == "en":
+        return fig
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                inner = get()
+                if not isinstance(inner, (_Localized, matplotlib.ticker.NullFormatter)):
+                    put(_Localized(inner))
+    return fig
+
+
+def dollar_ticks(places: int = 2) -> matplotlib.ticker.Formatter:
+    """Ticks in dollars with ``places`` decimals, the way of the language spoken: ``$0.20``, ``0,20 $``."""
+    return matplotlib.ticker.FuncFormatter(lambda y, _pos: dollars(y, places))
+
+
+def number_ticks() -> matplotlib.ticker.Formatter:
+    """Whole numbers grouped, as ``{x:,.0f}`` writes them in English (``3,000``); ``localize_ticks`` writes them the
+    language's way."""
+    return matplotlib.ticker.StrMethodFormatter("{x:,.0f}")
+
+
+def bar_label(fmt: str, value) -> str:
+    """``fmt.format(value)`` with the number the language's way: ``"${:.6f}"`` is dollars (``$0.002470``, ``0,002470
+    $``), ``"{:,}"`` a grouped number."""
+    money = re.fullmatch(r"\$\{:\.(\d+)f\}", fmt)
+    if money and language.spoken() != "en":
+        return dollars(value, int(money.group(1)))
+    return language._said(fmt).format(value)
+
+
 def png(fig: Figure, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes, without the ``Software`` stamp (so equal figures give equal bytes)."""
+    """The figure as PNG bytes, without the ``Software`` stamp (so equal figures give equal bytes), its ticks'
+    numbers written the way of the language spoken."""
+    localize_ticks(fig)
     buf = io.BytesIO()
     with style():
         fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
@@ -97,12 +164,12 @@ def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = Non
     fig, axes = _figure(width or 3.3 * len(columns) + 1.0, 3.4, ncols=len(columns))
     titles = titles or columns
     formats = formats or ["{:,}"] * len(columns)
-    labels = [str(i) for i in table.index]
+    labels = [str(language.label(i)) for i in table.index]
     with style():
         for ax, column, title, fmt in zip(axes, columns, titles, formats):
             colors = [GREEN if highlight is not None and bool(highlight.iloc[i]) else BLUE for i in range(len(table))]
             drawn = ax.bar(range(len(table)), table[column], color=colors, width=0.6)
-            _label_bars(ax, drawn, [fmt.format(v) for v in table[column]])
+            _label_bars(ax, drawn, [bar_label(fmt, v) for v in table[column]])
             ax.set_xticks(range(len(table)), labels, rotation=20 if max(map(len, labels)) > 12 else 0, ha="right"
                           if max(map(len, labels)) > 12 else "center")
             ax.set_title(_(title))
@@ -110,7 +177,7 @@ def bars(table: pd.DataFrame, columns: list[str], titles: list[str] | None = Non
             if pd.api.types.is_integer_dtype(table[column]):  # counts: no half-ticks
                 ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
             if table[column].max() >= 1000:
-                ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+                ax.yaxis.set_major_formatter(number_ticks())
         if table.attrs.get("recorded"):  # data not measured here says so on the figure itself
             fig.suptitle(_("Recorded data: {what}").format(what=_(table.attrs["recorded"])), x=0.01, ha="left",
                          fontsize=9,

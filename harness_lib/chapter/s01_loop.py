@@ -13,7 +13,7 @@ from ..tokens import compact, count
 from . import params
 from .common import Measured, scenario
 from .figures import relabel
-from .language import _
+from .language import _, number
 from .plots import PURPLE, ROLE_COLORS, _figure, style
 from .stop_button import all_or_nothing
 
@@ -100,7 +100,7 @@ def request_parts_plot(parts: pd.DataFrame) -> Figure:
                     ax.text(turn, bottom + row.tokens / 2, _shown(row.part), ha="center", va="center", fontsize=7.5,
                             color="black" if row.role == "tool schemas" else "white")
                 bottom += row.tokens
-            ax.annotate(f"{bottom:,}", (turn, bottom), xytext=(0, 3), textcoords="offset points", ha="center",
+            ax.annotate(number(bottom), (turn, bottom), xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontweight="bold")
         ax.set_xticks(turns, [_("turn {n}").format(n=t) for t in turns])
         ax.set_ylabel(_("prompt tokens sent"))

@@ -20,8 +20,8 @@ from ..scripted.scripts import call, turn_index
 from ..state import RunState
 from . import params
 from .common import Measured, as_row, prefix_costs, scenario
-from .language import N_, _
-from .plots import BLUE, GREY, ORANGE, RED, _figure, style
+from .language import C_, N_, _, ngettext
+from .plots import BLUE, GREY, ORANGE, RED, _figure, dollar_ticks, number_ticks, style
 from .stop_button import all_or_nothing
 
 # A cap of 200 is 1.3 M input tokens, about 2 s of runaway (the forecast runs each cap again, replies varying).
@@ -84,8 +84,8 @@ async def runaway_prefix(base_url: str, long_cap: int = 100) -> pd.DataFrame:
 def prefix_check(prefix: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The separate runs beside the long run's prefixes at the same caps (blank beyond the long run)."""
     beside = prefix.reindex(table.index)[["input_tokens", "cost_usd"]].astype({"input_tokens": "Int64"})
-    return pd.concat({"prefix of one long run": beside,
-                      "separate runs": table[["in", "cost_usd"]]}, axis=1)
+    return pd.concat({C_("label", "prefix of one long run"): beside,
+                      C_("label", "separate runs"): table[["in", "cost_usd"]]}, axis=1)
 
 
 def doubling(prefix: pd.DataFrame) -> dict:
@@ -212,7 +212,7 @@ def forecast_plot(table: pd.DataFrame, curve: pd.DataFrame, breaks: pd.DataFrame
     with style():
         ax = axes[0]
         ax.plot(curve.index, curve["predicted_usd"], color=BLUE,
-                label=_("forecast from the first {k} turns").format(k=k))
+                label=ngettext("forecast from the first turn", "forecast from the first {k} turns", k).format(k=k))
         ax.scatter(measured.index, measured["measured_usd"], color=RED, zorder=3,
                    label=_("caps as run (largest error {worst:.2f} %)").format(worst=worst))
         for n, (cap, row) in enumerate(measured.iterrows()):
@@ -264,7 +264,7 @@ def quadratic_growth_plot(prefix: pd.DataFrame, coefficients) -> Figure:
         right.set_ylabel(_("input tokens (cumulative)"))
         right.legend(loc="upper left")
         for ax in (left, right):
-            ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+            ax.yaxis.set_major_formatter(number_ticks())
     return fig
 
 
@@ -286,7 +286,7 @@ def cap_plot(prefix: pd.DataFrame, cap: int) -> tuple[Figure, str]:
         ax.set_xlabel(_("turn cap (the runaway script never stops by itself)"))
         ax.set_ylabel(_("cost (USD)"))
         ax.set_title(_("Your cap on the cost of every cap"))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.2f}"))
+        ax.yaxis.set_major_formatter(dollar_ticks(2))
         ax.legend(loc="upper left")
     text = _("{tokens:,} input tokens, ${usd:.6f}").format(tokens=int(row["input_tokens"]), usd=row["cost_usd"])
     if half is not None:
@@ -316,6 +316,6 @@ def cost_vs_cap_plot(prefix: pd.DataFrame, runs: pd.DataFrame) -> Figure:
         ax.set_xlabel(_("turn cap (the runaway script never stops by itself)"))
         ax.set_ylabel(_("cost (USD)"))
         ax.set_title(_("What a cap lets a runaway spend"))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.2f}"))
+        ax.yaxis.set_major_formatter(dollar_ticks(2))
         ax.legend(loc="upper left")
     return fig

@@ -23,7 +23,7 @@ from .. import tokens
 from ..state import RunState
 from . import params
 from .common import Measured, prefix_costs, scenario
-from .language import _
+from .language import _, ngettext
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .stop_button import all_or_nothing
 
@@ -261,7 +261,8 @@ def budget_stairs_plot(prefix: pd.DataFrame, budgets: pd.DataFrame) -> Figure:
         for color, row in zip(colors * 3, budgets.itertuples()):
             ax.axhline(row.budget_usd, color=color, linestyle="--", linewidth=0.9)
             ax.scatter([row.turns], [row.spent_usd], color=color, zorder=3, s=30,
-                       label=_("budget ${budget:.3f}: {turns} turns, ${spent:.6f}").format(
+                       label=ngettext("budget ${budget:.3f}: {turns} turn, ${spent:.6f}",
+                                      "budget ${budget:.3f}: {turns} turns, ${spent:.6f}", row.turns).format(
                            budget=row.budget_usd, turns=row.turns, spent=row.spent_usd))
             ax.vlines(row.turns, row.budget_usd, row.spent_usd, color=color, linewidth=2.5)
         ax.set_xlabel(_("turns"))

@@ -21,10 +21,10 @@ from ..state import RunState
 from ..tools import permanent_errors as mark_permanent
 from ..workspace import Workspace
 from . import params
-from .checking import plural
+from .checking import TURN_COUNT, dollars, plural
 from .common import Measured, as_row, scenario
 from .figures import relabel
-from .language import N_, _
+from .language import C_, _, ngettext
 from .plots import BLUE, GREY, ORANGE, _figure, style
 from .stop_button import all_or_nothing
 
@@ -50,7 +50,8 @@ class PermanentErrors(NamedTuple):
 def policy_table(runs: dict[str, RunState]) -> pd.DataFrame:
     """One row per policy (``{"fatal": state, ...}``): the run, whether it answered, what the model read."""
     return pd.DataFrame([{"policy": p, **as_row(s), "answered": "errors.log" in (s.output or ""),
-                          "what the model read": _model_read(s)} for p, s in runs.items()]).set_index("policy")
+                          C_("label", "what the model read"): _model_read(s)}
+                         for p, s in runs.items()]).set_index("policy")
 
 
 def forbidden_row(state: RunState) -> pd.DataFrame:
@@ -93,8 +94,11 @@ def policy_story(table: pd.DataFrame) -> str:
     costs = ", ".join(f"`{p}` `${c:.6f}`" for p, c in table["cost_usd"].items())  # code: no "$" math
     if not answered:
         d = table.loc["descriptive"]
-        return _("No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after {turns} "
-                 "turns, before it could use what the error told it. Try a larger `CAP`.").format(
+        return ngettext("No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after "
+                        "{turns} turn, before it could use what the error told it. Try a larger `CAP`.",
+                        "No policy got to an answer ({costs}): even the `descriptive` run ended `{status}` after "
+                        "{turns} turns, before it could use what the error told it. Try a larger `CAP`.",
+                        d["turns"]).format(
             costs=costs, status=d["status"], turns=d["turns"])
     # TRANSLATORS: joins two or three names: `fatal` and `descriptive`
     who = _(" and ").join(f"`{p}`" for p in answered)
@@ -121,9 +125,10 @@ def marked_tools(workspace: Workspace):
     return [mark_permanent(t, PermissionError) if t.name == "read_file" else t for t in workspace.tools()]
 
 
-PERMANENT_KEYS = {"chapter: the turn cap is the floor": "chapter",
-                  "tool marks it permanent + permanent_error()": "marked",
-                  "no mark, repeated_failure(2)": "repeated", "recover (a fixable error), descriptive": "recover"}
+PERMANENT_KEYS = {C_("label", "chapter: the turn cap is the floor"): "chapter",   # a table's rows
+                  C_("label", "tool marks it permanent + permanent_error()"): "marked",
+                  C_("label", "no mark, repeated_failure(2)"): "repeated",
+                  C_("label", "recover (a fixable error), descriptive"): "recover"}
 
 
 def permanent_table(runs: dict[str, RunState]) -> pd.DataFrame:
@@ -133,7 +138,7 @@ def permanent_table(runs: dict[str, RunState]) -> pd.DataFrame:
     return pd.DataFrame([{"run": k, "status": s.status, "turns": s.turns, "tool_runs": s.tool_runs,
                           "in": s.prompt_tokens, "cost_usd": round(s.own_cost_usd, 6),
                           "share_of_chapter_run": round(s.own_cost_usd / chapter, 3),
-                          "why it ended": s.error or (s.interruption or {}).get("type") or s.output or ""}
+                          C_("label", "why it ended"): s.error or (s.interruption or {}).get("type") or s.output or ""}
                          for k, s in ((k, runs[k]) for k in PERMANENT_KEYS)]).set_index("run")
 
 
@@ -170,7 +175,7 @@ def permanent_plot(table: pd.DataFrame) -> Figure:
         colors = [GREY, BLUE, BLUE, ORANGE]
         bars = ax.barh(list(table.index)[::-1], list(table["cost_usd"])[::-1], color=colors[::-1])
         for bar, (_label, row) in zip(bars, list(table.iterrows())[::-1]):
-            ax.annotate(f"${row['cost_usd']:.6f}, {plural(row['turns'], N_('turn'), N_('turns'))}, "
+            ax.annotate(f"{dollars(row['cost_usd'])}, {plural(row['turns'], TURN_COUNT)}, "
                         f"{row['status']}", (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=8)
         ax.set_xlabel(_("cost (USD)"))

@@ -18,7 +18,7 @@ from ..state import RunState
 from ..workspace import Workspace
 from . import params
 from .common import COMPARED, Measured, Outcome, approving, as_row
-from .language import _
+from .language import C_, _
 from .stop_button import all_or_nothing
 
 # slow is notebook 09's (3 s a run), delegate needs the subagent tool of notebook 13
@@ -26,11 +26,11 @@ TRY_SCRIPTS = tuple(s for s in SCRIPTS if s not in ("slow", "delegate"))
 PARAMETERS = {"TRY_SCENARIO": params.OneOf(TRY_SCRIPTS), "TRY_DEDUPE": params.OneOf(DEDUPE)}
 
 # The section's runs: label -> (script, dedupe). The figures are found by (script, dedupe), not by label.
-RUNS = {"baseline (one read)": ("direct", "off"),
-        "repeated read, no cache": ("repeat", "off"),
-        "repeated read, read-only cache": ("repeat", "read-only"),
-        "naive cache on every tool": ("delete_twice", "all"),
-        "cache only on read-only tools": ("delete_twice", "read-only")}
+RUNS = {C_("label", "baseline (one read)"): ("direct", "off"),   # a table's rows: translated where shown
+        C_("label", "repeated read, no cache"): ("repeat", "off"),
+        C_("label", "repeated read, read-only cache"): ("repeat", "read-only"),
+        C_("label", "naive cache on every tool"): ("delete_twice", "all"),
+        C_("label", "cache only on read-only tools"): ("delete_twice", "read-only")}
 
 
 class Dedupe(NamedTuple):

@@ -28,7 +28,7 @@ from ..workspace import Workspace
 from . import params
 from .common import Measured
 from .figures import relabel
-from .language import _
+from .language import C_, _
 from .stop_button import all_or_nothing
 
 PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
@@ -128,7 +128,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
         # here (its lock), checked against the record the child's `run` left (its ledger), continued with the
         # options it was started with (its cap, its trace, the held provider it was started against).
         if restored.continuable:
-            finished, last = (await runs.resume(state_dir, run_id)).state, "resumed here and finished"
+            finished, last = (await runs.resume(state_dir, run_id)).state, C_("label", "resumed here and finished")
         else:  # the child ended the run between two looks at its state (a short hold): there is nothing to resume
             finished, last = restored, f"not resumed: the child's run is {restored.status}"
     events = read(trace_path)

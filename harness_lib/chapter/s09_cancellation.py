@@ -18,7 +18,7 @@ from ..workspace import SYSTEM_PROMPT, Workspace
 from . import params
 from .common import Measured, StopAfter, whole_run
 from .figures import relabel
-from .language import _
+from .language import _, ngettext, number
 from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check, stoppable
 
@@ -163,8 +163,8 @@ def cancel_timeline_plot(timelines: dict[str, pd.DataFrame], ended_ms: dict[str,
             events = timelines[name]
             if len(events):
                 ax.scatter(events["t_ms"], [y] * len(events), color=BLUE if "deaf" not in name else RED, zorder=3, s=22)
-            ax.annotate(f"{ended_ms[name]:,.0f} ms", (ended_ms[name], y), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=8.5)
+            ax.annotate(f"{number(ended_ms[name], 0)} ms", (ended_ms[name], y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8.5)
         if stop_at_s is not None:
             ax.axvline(stop_at_s * 1000, color=ORANGE, linestyle="--", linewidth=1.2)
             ax.annotate(_("Stop pressed ({seconds} s)").format(seconds=stop_at_s),
@@ -189,7 +189,9 @@ def stop_plot(scans: Cancellation, seconds: float, row: dict | None = None) -> t
     timelines = {plain: scans.timelines[plain], name: pd.DataFrame(row["timeline"], columns=["t_ms", "label"])}
     ended = {plain: scans.table.loc[plain, "stopped_after_ms"], name: row["stopped_after_ms"]}
     fig = cancel_timeline_plot(timelines, ended, seconds)
-    said = _("{status} {ms:,.0f} ms after the tool started, {events} progress events").format(
+    said = ngettext("{status} {ms:,.0f} ms after the tool started, {events} progress event",
+                    "{status} {ms:,.0f} ms after the tool started, {events} progress events",
+                    row["progress_events"]).format(
         status=row["status"], ms=row["stopped_after_ms"], events=row["progress_events"])
     if row["stop_to_end_ms"] is None or pd.isna(row["stop_to_end_ms"]):
         return fig, _("{said}: the scan ended before Stop").format(said=said)

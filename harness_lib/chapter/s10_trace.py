@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -21,8 +20,8 @@ from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import Measured, scenario
 from .figures import DATA
-from .language import N_, _
-from .plots import BLUE, ORANGE, _figure, style
+from .language import N_, _, dollars
+from .plots import BLUE, ORANGE, _figure, dollar_ticks, style
 from .stop_button import all_or_nothing
 
 PARAMETERS = {"RUN_ID": params.Words()}  # a trace line takes any text; a saved run's id names files (08)
@@ -155,7 +154,7 @@ def turn_costs_plot(turns: pd.DataFrame, title: str = TITLES[0]) -> Figure:
         x = np.arange(len(turns))
         drawn = ax.bar(x, turns["turn_cost_usd"], width=0.55, color=BLUE, label=_("that turn's cost"))
         for bar, value in zip(drawn, turns["turn_cost_usd"] if not several else []):  # too narrow when several
-            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() / 2, f"${value:.6f}", ha="center",
+            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() / 2, dollars(value), ha="center",
                     va="center", color="white", fontsize=8.5)
         for n, (_run_id, rows) in enumerate(turns.groupby("runId", sort=False)):
             ax.plot(x[rows.index], rows["costUsd"], color=ORANGE, marker="o",
@@ -164,7 +163,7 @@ def turn_costs_plot(turns: pd.DataFrame, title: str = TITLES[0]) -> Figure:
                       for r in turns.itertuples()])
         ax.set_ylabel("USD")
         ax.set_title(_(title))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:.5f}"))
+        ax.yaxis.set_major_formatter(dollar_ticks(5))
         ax.legend(loc="upper left")
         ax.set_ylim(0, turns["costUsd"].max() * 1.3)
     return fig

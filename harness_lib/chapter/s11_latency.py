@@ -17,7 +17,7 @@ from ..trace import Trace
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import Measured, Outcome, scenario
-from .language import N_, _
+from .language import N_, _, ngettext
 from .plots import BLUE, ORANGE, RED, _figure, style
 from .stop_button import all_or_nothing, check
 
@@ -74,8 +74,11 @@ def runs_of(latencies_ms, repeats) -> list[tuple[float, int]]:
 
 def describe_rows(table: pd.DataFrame) -> str:
     """A line per latency of ``latency_fit``'s table (times printed with their unit: nbval sanitises those)."""
-    line = _("latency {latency:g} ms: {turns} turns, wall {wall:,.1f} ms, harness's own {own:,.1f} ms")
-    return "\n".join(line.format(latency=r.latency_ms, turns=r.turns, wall=r.wall_ms, own=r.harness_ms)
+    return "\n".join(ngettext("latency {latency:g} ms: {turns} turn, wall {wall:,.1f} ms, harness's own "
+                              "{own:,.1f} ms",
+                              "latency {latency:g} ms: {turns} turns, wall {wall:,.1f} ms, harness's own "
+                              "{own:,.1f} ms", r.turns).format(latency=r.latency_ms, turns=r.turns, wall=r.wall_ms,
+                                                               own=r.harness_ms)
                      for r in table.itertuples())
 
 
@@ -85,15 +88,19 @@ WHO = (N_("your loop"),)   # what the notebook calls its own loop in ``split_lin
 def split_line(who: str, wall_ms: float, provider_ms: float, turns: int) -> str:
     """A run's wall time split into the provider's share and the harness's own, in words (``who`` in the language
     spoken)."""
-    return _("{who:<17} wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + its own {own:,.1f} ms ({turns} "
-             "turns)").format(who=_(who) + ":", wall=wall_ms, provider=provider_ms, own=wall_ms - provider_ms,
-                              turns=turns)
+    return ngettext("{who:<17} wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + its own {own:,.1f} ms "
+                    "({turns} turn)",
+                    "{who:<17} wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + its own {own:,.1f} ms "
+                    "({turns} turns)", turns).format(who=_(who) + ":", wall=wall_ms, provider=provider_ms,
+                                                     own=wall_ms - provider_ms, turns=turns)
 
 
 def describe_fit(fit: Latency) -> str:
     if np.isnan(fit.slope):
-        return _("one latency only: a slope needs two or more. The run took {turns} turns, {wall:,.1f} ms").format(
-            turns=fit.table["turns"].iloc[0], wall=fit.table["wall_ms"].iloc[0])
+        turns = fit.table["turns"].iloc[0]
+        return ngettext("one latency only: a slope needs two or more. The run took {turns} turn, {wall:,.1f} ms",
+                        "one latency only: a slope needs two or more. The run took {turns} turns, {wall:,.1f} ms",
+                        turns).format(turns=turns, wall=fit.table["wall_ms"].iloc[0])
     return _("fitted slope ≈ {slope}, the run's turn count is {turns}\nintercept: {intercept:,.1f} ms").format(
         slope=round(fit.slope), turns=fit.table["turns"].iloc[0], intercept=fit.intercept)
 
@@ -151,8 +158,10 @@ def latency_plot(fit: Latency, one) -> tuple[Figure, str]:
                    label=_("{latency:g} ms: {wall:,.0f} ms wall").format(latency=one["latency_ms"],
                                                                           wall=one["wall_ms"]))
         ax.legend(loc="upper left")
-    said = _("{turns} turns, wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + the harness's own "
-             "{own:,.1f} ms").format(turns=one["turns"], wall=one["wall_ms"],
+    said = ngettext("{turns} turn, wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + the harness's own "
+                    "{own:,.1f} ms",
+                    "{turns} turns, wall {wall:,.1f} ms = the provider's {provider:,.1f} ms + the harness's own "
+                    "{own:,.1f} ms", one["turns"]).format(turns=one["turns"], wall=one["wall_ms"],
                                      provider=one["wall_ms"] - one["harness_ms"], own=one["harness_ms"])
     if not np.isnan(fit.slope):
         said += "; " + _("the line says {ms:,.1f} ms").format(ms=fit.intercept + fit.slope * one["latency_ms"])

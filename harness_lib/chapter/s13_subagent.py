@@ -12,9 +12,9 @@ from ..state import RunState, new_run
 from ..subagent import research_tool
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
-from .checking import plural
+from .checking import TURN_COUNT, plural
 from .common import StopAfter
-from .language import N_, _
+from .language import NP_, _
 from .stop_button import all_or_nothing, check
 
 PARAMETERS = {"CHILD_MAX_TURNS": params.Whole(1, 50), "CHILD_BUDGET_USD": params.Number(0, 1.0),
@@ -72,6 +72,6 @@ def child_story(state: RunState, events: list[dict]) -> str:
     did = ", ".join(f"`{e['toolName']}`" for e in runs) or _("no tool")
     return _("The child spent {turns} and ran {calls} ({did}), ending `{status}` with {messages} messages in its own "
              "window; of all that, the parent's window holds one tool result of {words} words.").format(
-        turns=plural(child["turns"], N_("turn"), N_("turns")),
-        calls=plural(len(runs), N_("tool call"), N_("tool calls")),
+        turns=plural(child["turns"], TURN_COUNT),
+        calls=plural(len(runs), NP_("{n:,} tool call", "{n:,} tool calls")),
         did=did, status=child["status"], messages=child["messages"], words=len(received(state).split()))

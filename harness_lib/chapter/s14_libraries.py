@@ -23,7 +23,7 @@ from ..state import RunState, new_run
 from ..workspace import SYSTEM_PROMPT, TASK, Workspace
 from . import params
 from .common import StopAfter, scenario
-from .language import N_, Text, _
+from .language import C_, N_, Text, _, ngettext
 from .plots import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, _figure, style
 from .s05_tool_errors import marked_tools
 from .stop_button import all_or_nothing, check
@@ -81,7 +81,7 @@ async def condition_or_stop(base_url: str, stop_at: float = 0.3):
     check()  # the reader's own Stop ended the run: end the experiment
     by_condition = await scenario(base_url, "slow", stops=[
         stops.when(lambda s: s.turns >= 1, "one turn is enough", name="one_turn")])
-    runs = {"user presses Stop": by_stop, "a condition: when(turns >= 1)": by_condition.state}
+    runs = {C_("label", "user presses Stop"): by_stop, C_("label", "a condition: when(turns >= 1)"): by_condition.state}
     return pd.DataFrame([{"ended by": k, "status": s.status, "resumable": s.resumable, "interruption": s.interruption}
                          for k, s in runs.items()]).set_index("ended by")
 
@@ -108,7 +108,8 @@ def limit_plot(curve: pd.DataFrame, turns: int, limit: int, step_count: int) -> 
         ax.set_title(_("Where your loop stops the runaway: the first predicate to say yes"))
         ax.legend(loc="upper left", fontsize=8)
         ax.set_xlim(0, last + 0.5)
-    return fig, _("stopped after {turns} turns, ${usd:.6f}, by {which}").format(
+    return fig, ngettext("stopped after {turns} turn, ${usd:.6f}, by {which}",
+                         "stopped after {turns} turns, ${usd:.6f}, by {which}", turns).format(
         turns=turns, usd=cost, which=_(" and ").join(fired) or _("another predicate"))
 
 
@@ -139,7 +140,7 @@ _ANATOMY_COLUMNS = ["library", N_("the loop"), N_("the stop rule"), N_("the cata
 _ANATOMY_ROWS = [
     ("harness_lib", "loop.run: while True", N_("Options(stops=[...]), max_turns, max_budget_usd: a status each"),
      "[Tool(name, description, run, schema)]", N_("run_tool, inside the loop"), N_("RunState (saved with state_dir)")),
-    (N_("ai 7 (TypeScript, from the chapter)"), "generateText: do { call; run tools } while",
+    (N_("ai 7 (TypeScript, from the chapter)"), C_("label", "generateText: do { call; run tools } while"),
      N_("stopWhen: [isStepCount(n), ...]: any one true stops"), "tools: { name: tool({...}) }",
      N_("executeTools, in the step"), "steps (StepResult[]), response.messages"),
     ("openai-agents", "Runner.run", N_("max_turns: raises MaxTurnsExceeded"), "Agent(tools=[function_tool(f)])",
@@ -167,14 +168,14 @@ def __getattr__(name: str):
 ROOT = Path(__file__).resolve().parents[2]  # the project's folder, in a source checkout (benchmarks/ lives there)
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 PEERS = {  # benchmarks' name -> (the row's label in RESULTS.md, the module it needs, the distribution to name)
-    "openai-agents": ("openai-agents (chat-completions model, tracing off)", "agents", "openai-agents"),
+    "openai-agents": (C_("label", "openai-agents (chat-completions model, tracing off)"), "agents", "openai-agents"),
     "pydantic-ai": ("pydantic-ai", "pydantic_ai", "pydantic-ai-slim"),
-    "langgraph": ("LangGraph prebuilt ReAct agent", "langgraph", "langgraph"),
-    "harness": ("this harness, trace file on", "harness_lib", "harness-lib"),
+    "langgraph": (C_("label", "LangGraph prebuilt ReAct agent"), "langgraph", "langgraph"),
+    "harness": (C_("label", "this harness, trace file on"), "harness_lib", "harness-lib"),
 }
 
 
-PEER_COLUMNS = ["version", "at its cap", "model calls / tool runs"]
+PEER_COLUMNS = ["version", C_("label", "at its cap"), C_("label", "model calls / tool runs")]
 
 
 class Peers(NamedTuple):

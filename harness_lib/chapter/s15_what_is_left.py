@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -22,8 +21,8 @@ from ..tokens import compact, count, encoding
 from . import params
 from .common import Measured, as_row, scenario
 from .figures import DIFFERS, EXACT, NO_FIGURE, NOT_HERE, OFFLINE, OTHER_MACHINE, OTHER_MODEL, WITHIN, tally
-from .language import N_, _
-from .plots import BLUE, GREEN, ORANGE, RED, ROLE_COLORS, _figure, style
+from .language import C_, N_, _, number
+from .plots import BLUE, GREEN, ORANGE, RED, ROLE_COLORS, _figure, number_ticks, style
 from .stop_button import all_or_nothing
 
 PARAMETERS = {
@@ -34,6 +33,8 @@ PARAMETERS = {
 CHAPTER_CAPS = (8, 100)   # the runaway's caps the chapter prints again in section 15
 
 PARTS = (N_("tool schemas"), N_("the task"), N_("old assistant turns"), N_("old tool results"))   # columns: English
+PART_LABELS = (C_("label", "tool schemas"), C_("label", "the task"), C_("label", "old assistant turns"),
+               C_("label", "old tool results"))   # as a table shows them
 PART_OF = {"system": "the task", "user": "the task", "assistant": "old assistant turns", "tool": "old tool results"}
 PART_COLORS = {"tool schemas": ROLE_COLORS["tool schemas"], "the task": GREEN, "old assistant turns": BLUE,
                "old tool results": ORANGE}
@@ -101,8 +102,8 @@ def cap_effect(runs: dict, shares: pd.DataFrame) -> pd.DataFrame:
         last = shares.loc[state.turns]
         rows.append({"cap": cap, **as_row(state), "last prompt": int(last["prompt"]),
                      _("of which history"): int(last["old assistant turns"] + last["old tool results"]),
-                     _("history"): f"{last['history %']:.1f} %",
-                     "same turns as the longest run": [t["prompt_tokens"] for t in state.per_turn]
+                     _("history"): f"{number(last['history %'], 1, grouped=False)} %",
+                     C_("label", "same turns as the longest run"): [t["prompt_tokens"] for t in state.per_turn]
                      == [t["prompt_tokens"] for t in longest.per_turn[:state.turns]]})
     return pd.DataFrame(rows).set_index("cap").drop(columns=["status"])
 
@@ -115,7 +116,8 @@ def window_table(full: dict, windowed: dict) -> pd.DataFrame:
         b = windowed[name]
         rows.append({"script": name, "turns": f"{a['turns']} -> {b['turns']}", "input tokens": a["in"],
                      _("with the window"): b["in"], _("saved"): a["in"] - b["in"],
-                     _("share saved"): f"{100 * (a['in'] - b['in']) / a['in']:.1f} %" if a["in"] else "",
+                     _("share saved"): (f"{number(100 * (a['in'] - b['in']) / a['in'], 1, grouped=False)} %"
+                                         if a["in"] else ""),
                      _("dollars saved"): round(a["cost_usd"] - b["cost_usd"], 6),
                      _("ends the same"): (a["status"], a["answer"]) == (b["status"], b["answer"]),
                      _("answer with the window"): b["answer"] if b["answer"] is not None else ""})
@@ -140,13 +142,13 @@ def growth_plot(runaway: pd.DataFrame, plan: pd.DataFrame) -> Figure:
         left.set_xlabel(_("turn"))
         left.set_ylabel(_("prompt tokens of the request"))
         left.legend(loc="upper left", fontsize=7.5)
-        left.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+        left.yaxis.set_major_formatter(number_ticks())
         bottom = pd.Series(0, index=plan.index)
         for part in PARTS:
             right.bar(plan.index, plan[part], bottom=bottom, width=0.6, color=PART_COLORS[part], edgecolor="white")
             bottom = bottom + plan[part]
         for turn, total in bottom.items():
-            right.annotate(f"{total:,}", (turn, total), xytext=(0, 3), textcoords="offset points", ha="center",
+            right.annotate(number(total), (turn, total), xytext=(0, 3), textcoords="offset points", ha="center",
                            va="bottom", fontweight="bold")
         right.set_xticks(plan.index, [_("turn {n}").format(n=t) for t in plan.index])
         right.set_ylim(0, bottom.max() * 1.15)
@@ -165,7 +167,7 @@ def window_plot(full: list[int], windowed: list[int]) -> Figure:
         ax.set_xlabel(_("turn"))
         ax.set_ylabel(_("prompt tokens of the request"))
         ax.legend(loc="upper left")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+        ax.yaxis.set_major_formatter(number_ticks())
     return fig
 
 
@@ -188,7 +190,7 @@ def exits_seen(runs: list[tuple[str, dict, RunState]]) -> pd.DataFrame:
         if first:
             name, options, s = first
             row.update({"run": " ".join([name, *(f"{k}={v!r}" for k, v in options.items())]), "turns": s.turns,
-                        "cost_usd": f"{s.own_cost_usd:.6f}", "resumable": s.resumable,
+                        "cost_usd": number(s.own_cost_usd, 6, grouped=False), "resumable": s.resumable,
                         "why": (s.interruption or {}).get("type") or s.error or ""})
         out.append({**row, _("also in notebook"): _(SEEN_IN[status])})
     return pd.DataFrame(out).set_index("exit")

@@ -32,7 +32,7 @@ import pandas as pd
 
 from . import figures, params, sandbox
 from .checking import NOT_WRITTEN, QUICK_SCAN, _code_files, _stubs, after_lines, ending, outcome_line, warm
-from .language import N_, Text, _
+from .language import N_, Text, _, ngettext
 from .plain import plain
 from .plots import BLUE, ORANGE, _figure, style
 from .s10_trace import chapter_trace
@@ -443,7 +443,9 @@ def run_difference(library: dict, yours: dict | None) -> str | None:
         if n < min(len(want), len(got)):
             return _("trace line {n}: the library's {library}, yours {yours}").format(
                 n=n + 1, library=json.dumps(want[n]), yours=json.dumps(got[n]))
-        return _("the trace has {yours} lines, the library's {library}").format(yours=len(got), library=len(want))
+        return ngettext("the trace has {yours} line, the library's {library}",
+                        "the trace has {yours} lines, the library's {library}", len(got)).format(
+            yours=len(got), library=len(want))
     # TRANSLATORS: "turns: the library's 3, yours 4": a field of the run, as the code names it
     return _("{key}: the library's {library}, yours {yours}").format(
         key=key, library=_plain(want) if not isinstance(want, str) else repr(want),

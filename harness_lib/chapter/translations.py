@@ -114,17 +114,25 @@ def template(paths: list[Path]) -> Catalog:
             if cell.cell_type == "markdown" and cell.source.strip():
                 notes = [FIRST_CELL_NOTE] if index == 0 else []
                 pot[cell.source] = _message(cell.source, context=context(path, cell), auto_comments=notes)
-            elif is_built(cell):
+            elif cell.cell_type == "code":
                 for k, comment in enumerate(comments(cell.source)):
-                    pot[comment.text] = _message(comment.text, context=f"{context(path, cell)} comment {k + 1}",
-                                                 auto_comments=[COMMENT_NOTE])
+                    if translatable(comment):
+                        pot[comment.text] = _message(comment.text, auto_comments=[COMMENT_NOTE],
+                                                     context=f"{context(path, cell)} comment {k + 1}")
     return pot
 
 
-# -- the comments of the cells a reader builds ------------------------------------------------------------
+# -- the comments of the code cells -----------------------------------------------------------------------
 BUILT = "build"   # the tag of a cell whose code the reader writes (an exercise clears its solution)
-COMMENT_NOTE = ("A comment in a cell the reader builds: translate its words, keep `names` and code as they are. "
-                "Lines break where the English breaks (a line of the translation is a line of the comment).")
+COMMENT_NOTE = ("A comment in a code cell: translate its words, keep `names` and code as they are. Lines break "
+                "where the English breaks (a line of the translation is a line of the comment).")
+# A comment that is an instruction to a tool, not words to the reader: kept as it is (nbval reads its own).
+DIRECTIVE = re.compile(r"\s*(NBVAL_[A-Z_]+|noqa\b.*|type: ignore\b.*|pragma\b.*)")
+
+
+def translatable(comment: Comment) -> bool:
+    """Whether ``comment`` is words to translate (not a tool's directive, ``# NBVAL_IGNORE_OUTPUT``)."""
+    return not DIRECTIVE.fullmatch(comment.text)
 
 
 @dataclass(frozen=True)
@@ -351,7 +359,8 @@ def _umask() -> int:
 # -- the chapter layer's own messages (harness_lib.chapter.language) ----------------------------------------
 CHAPTER_DOMAIN = "chapter"
 CHAPTER_CODE = Path(__file__).resolve().parent
-KEYWORDS = {"_": None, "N_": None, "C_": ((1, "c"), 2)}
+KEYWORDS = {"_": None, "N_": None, "C_": ((1, "c"), 2), "ngettext": (1, 2), "npgettext": ((1, "c"), 2, 3),
+            "NP_": (1, 2)}
 CHAPTER_HEADER = ("# What the companion's chapter layer prints and plots, in {language}: harness_lib/chapter's\n"
                   "# messages (_(), N_(), Text(N_(...))). Updated by `make translations`; see docs/translating.md.")
 
@@ -384,9 +393,14 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
                         auto_comments=["A figure of the chapter, as the comparison tables label it; keep the "
                                        "scenario's name (plan, runaway...) as it is."])
     for message in pot:
-        if message.id and "{" in message.id:
+        if message.id and any("{" in text for text in _texts(message.id)):
             message.flags.add("python-brace-format")
     return pot
+
+
+def _texts(value) -> tuple[str, ...]:
+    """A message's id or string as a tuple of its forms (one, or a count's forms: ``ngettext``)."""
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _chapter_merge(old: Catalog, pot: Catalog) -> Catalog:
@@ -486,9 +500,6 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
     executed to have its own. Usable only when the list is empty. ``folder``: the translated notebook's folder
     under the language's (``exercises``), whose glossary link then goes one folder up."""
     nb = copy.deepcopy(_read_notebook(path))
-    setup = setup_cell(nb)
-    if setup is not None and language in SPEAK:
-        setup.source = speaking(setup.source, language)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -509,15 +520,21 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
             text = f"{title}\n\n{link}\n{rest}" if rest else f"{title}\n\n{link}"
         cell.source = text
     for cell in nb.cells:
-        if is_built(cell):
+        if cell.cell_type == "code":
             texts = []
             for k, comment in enumerate(comments(cell.source)):
+                if not translatable(comment):
+                    texts.append(comment.text)
+                    continue
                 found = _comment_translation(catalog, comment.text, context(path, cell))
                 if found is None and not folder:
                     stale.append(Stale(where, f"{cell.id} comment {k + 1}",
                                        "its comment is not translated yet (`make translations`, then translate it)"))
                 texts.append(found or comment.text)   # an exercise's own comments (YOUR CODE HERE) stay as they are
             cell.source = with_comments(cell.source, texts)
+    setup = setup_cell(nb)   # its comments translated above; then the two lines that choose the language
+    if setup is not None and language in SPEAK:
+        setup.source = speaking(setup.source, language)
     if isinstance(link, Stale):
         stale.insert(0, link)
     return nb, stale

@@ -34,7 +34,7 @@ from ..checking import (
     plural,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, NP_, Text, _, ngettext
 
 
 def echo(t: int, tool_text: str) -> dict:
@@ -49,8 +49,8 @@ def echo(t: int, tool_text: str) -> dict:
 
 def _case(script: str, point: str, tools: bool = True, moved: int | None = None) -> Case:
     if moved:   # the script's name stays English: a value of the message
-        name = Text(N_("{script}, moved to yours after {n} turn") if moved == 1 else
-                    N_("{script}, moved to yours after {n} turns"), script=script, n=moved)
+        name = Text(NP_("{script}, moved to yours after {n} turn", "{script}, moved to yours after {n} turns"), "n",
+                    script=script, n=moved)
     elif not tools:
         name = Text(N_("{script}, no tools"), script=script)
     else:   # the name alone: a template no catalogue has, so that `_()` shows it as it is (`answer` is a message)
@@ -196,11 +196,12 @@ def _bill_difference(e, y) -> str:
     n, a, b = next(((n, a, b) for n, (a, b) in enumerate(zip(e, y), 1) if a != b), (None, None, None))
     if n:
         return _("bill {n}: expected {expected}, yours {yours}").format(n=n, expected=a, yours=b)
-    return _("{expected} bills expected, yours {yours}").format(expected=len(e), yours=len(y))
+    return ngettext("{expected} bill expected, yours {yours}", "{expected} bills expected, yours {yours}",
+                    len(e)).format(expected=len(e), yours=len(y))
 
 
-BILLS = Field("bills", show=lambda b: plural(len(b), N_("bill"), N_("bills")) if isinstance(b, list) else repr(b),
-              describe=_bill_difference, follows=True)
+BILLS = Field("bills", show=lambda b: plural(len(b), NP_("{n:,} bill", "{n:,} bills")) if isinstance(b, list)
+              else repr(b), describe=_bill_difference, follows=True)
 ANSWERED = Field("answer", show=ANSWER.show, describe=lambda e, y: _("{field}: expected {expected}, yours {yours}")
                  .format(field=_(ANSWER.label), expected=_short(e), yours=_short(y)))
 

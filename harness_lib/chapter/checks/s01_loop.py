@@ -32,7 +32,7 @@ from ..checking import (
     start,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, Text, _, number
 from . import served
 
 
@@ -118,7 +118,7 @@ async def expected(case: Case, url: str) -> dict:
 
 
 # TRANSLATORS: "prompts 204, 269, 342": each request's prompt tokens, in a check's table
-PROMPTS = Field("prompts", show=lambda p: _("prompts {tokens}").format(tokens=", ".join(f"{n:,}" for n in p))
+PROMPTS = Field("prompts", show=lambda p: _("prompts {tokens}").format(tokens=", ".join(number(n) for n in p))
                 if isinstance(p, list) and all(isinstance(n, int) for n in p) else _("prompts") + f"={p!r}",
                 label=N_("each request's prompt tokens"))
 

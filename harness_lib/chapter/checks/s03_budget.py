@@ -36,7 +36,7 @@ from ..checking import (
     start,
     workspace,
 )
-from ..language import N_, _
+from ..language import N_, _, ngettext
 from . import served
 
 TURN_1, TURNS_1_2 = 0.000684, 0.001498   # the runaway's spend after one and after two turns
@@ -109,7 +109,8 @@ def _prices_difference(e, y) -> str:
         if not close(a, b, 1e-12):
             return _("your cost() of turn {n}'s usage: expected {expected}, yours {yours}").format(
                 n=n, expected=dollars(a), yours=dollars(b))
-    return _("your run priced {yours} turns, expected {expected}").format(yours=len(y), expected=len(e))
+    return ngettext("your run priced {yours} turn, expected {expected}",
+                    "your run priced {yours} turns, expected {expected}", len(y)).format(yours=len(y), expected=len(e))
 
 
 LAST = Field("last_turn_usd", show=lambda x: _("last turn {cost}").format(cost=dollars(x)),

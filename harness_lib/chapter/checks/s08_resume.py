@@ -32,11 +32,13 @@ from ..checking import (
     COST,
     DELETED,
     IN,
+    MESSAGE_COUNT,
     OUT,
     QUICK_SCAN,
     STATUS,
     TOOL_RUNS,
     TRANSCRIPT,
+    TURN_COUNT,
     TURNS,
     Case,
     Check,
@@ -340,9 +342,9 @@ def _show_disk(d) -> str:
         return repr(d)[:40]
     owes = ", ".join(map(str, d.get("owes") or [])) or _("nothing")
     # TRANSLATORS: the run a crash left on disk: "on disk: 2 turns, $0.001570, 5 messages, owes c2"
-    return _("on disk: {turns}, {cost}, {n} messages, owes {owes}").format(
-        turns=plural(d.get("turns", 0), N_("turn"), N_("turns")), cost=dollars(d.get("cost_usd")),
-        n=len(d.get("messages") or []), owes=owes)
+    return _("on disk: {turns}, {cost}, {messages}, owes {owes}").format(
+        turns=plural(d.get("turns", 0), TURN_COUNT), cost=dollars(d.get("cost_usd")),
+        messages=plural(len(d.get("messages") or []), MESSAGE_COUNT), owes=owes)
 
 
 def _disk_difference(e, y) -> str:
@@ -372,7 +374,7 @@ def _disk_differs(e, y, key: str) -> bool:
 
 
 DISK = Field("disk", show=_show_disk, same=_same_disk, describe=_disk_difference)
-PAID = Field("paid", show=lambda n: _("paid {turns}").format(turns=plural(n, N_("turn"), N_("turns")))
+PAID = Field("paid", show=lambda n: _("paid {turns}").format(turns=plural(n, TURN_COUNT))
              if isinstance(n, int) else repr(n), label=N_("turns the provider answered, both halves"))
 RAN_ = Field("ran", show=lambda r: _("ran {tools}").format(tools=", ".join(r)) if r else _("ran nothing"),
              label=N_("tool runs, both halves"))

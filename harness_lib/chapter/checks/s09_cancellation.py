@@ -39,7 +39,7 @@ from ..checking import (
     start,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, Text, _, ngettext
 
 REASON = "user pressed Stop"
 TIMED = {"seconds": 0.6, "files": 1200, "steps": 6}   # pauses of 0.1 s: Stop at the 1st leaves 0.5 s of scan
@@ -222,8 +222,10 @@ def _short(text, n: int = 40) -> str:
 def _heard_difference(e, y) -> str:
     if not isinstance(y, list):
         return _("the watcher heard {what}").format(what=repr(y))
-    return _("the watcher heard {yours_n} progress event(s), expected {expected_n}: expected [{expected}], yours "
-             "[{yours}]").format(yours_n=len(y), expected_n=len(e),
+    return ngettext("the watcher heard {yours_n} progress event, expected {expected_n}: expected [{expected}], "
+                    "yours [{yours}]",
+                    "the watcher heard {yours_n} progress event(s), expected {expected_n}: expected [{expected}], "
+                    "yours [{yours}]", len(y)).format(yours_n=len(y), expected_n=len(e),
                                  expected=", ".join(e[:3]) + (", ..." if len(e) > 3 else ""),
                                  yours=", ".join(map(str, y[:3])) + (", ..." if len(y) > 3 else ""))
 

@@ -32,11 +32,12 @@ from ..checking import (
     Check,
     Field,
     Hint,
+    plural,
     returned,
     start,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, NP_, Text, _, ngettext
 
 MS = "…"   # a tool's milliseconds: a time, so compared as a whole number within what the tool can have taken
 SCAN_S = 0.06   # the slow scan, made quick: a scan_archive line says at least this long
@@ -178,13 +179,18 @@ def _trace_difference(e: list, y) -> str:
                     n=i + 1, expected=_kind(a), yours=_kind(b))
             return _("trace line {n} ({kind}): {difference}").format(n=i + 1, kind=_kind(a), difference=_keys(a, b))
     if len(y) < len(e):
-        return _("your trace has {yours} lines, the library's {expected}: yours lacks the {kind} line").format(
+        return ngettext("your trace has {yours} line, the library's {expected}: yours lacks the {kind} line",
+                        "your trace has {yours} lines, the library's {expected}: yours lacks the {kind} line",
+                        len(y)).format(
             yours=len(y), expected=len(e), kind=_kind(e[len(y)]))
-    return _("your trace has {yours} lines, the library's {expected}: from line {n}, a {kind} line").format(
+    return ngettext("your trace has {yours} line, the library's {expected}: from line {n}, a {kind} line",
+                    "your trace has {yours} lines, the library's {expected}: from line {n}, a {kind} line",
+                    len(y)).format(
         yours=len(y), expected=len(e), n=len(e) + 1, kind=_kind(y[len(e)]))
 
 
-TRACE = Field("trace", show=lambda t: _("{n} lines").format(n=len(t)) if isinstance(t, list) else repr(t),
+TRACE = Field("trace", show=lambda t: plural(len(t), NP_("{n:,} line", "{n:,} lines")) if isinstance(t, list)
+              else repr(t),
               describe=_trace_difference)
 
 

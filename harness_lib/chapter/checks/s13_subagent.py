@@ -25,6 +25,7 @@ from ..checking import (
     QUICK_SCAN,
     STATUS,
     TRANSCRIPT,
+    TURN_COUNT,
     TURNS,
     Case,
     Check,
@@ -35,7 +36,7 @@ from ..checking import (
     plural,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, NP_, Text, _, ngettext
 
 CHILD = {"max_turns": 6, "max_budget_usd": 0.05}   # the chapter's limits
 
@@ -151,7 +152,7 @@ def _child(c) -> str:
     turns = c.get("turns")
     # TRANSLATORS: the child's summary: "child completed, 3 turns, $0.002466" (its status stays as the code says it)
     return _("child {status}, {turns}, {cost}").format(
-        status=c.get("status"), turns=plural(turns, N_("turn"), N_("turns")) if isinstance(turns, int) else turns,
+        status=c.get("status"), turns=plural(turns, TURN_COUNT) if isinstance(turns, int) else turns,
         cost=dollars(c.get("costUsd")))
 
 
@@ -164,7 +165,8 @@ def _trace_difference(e, y) -> str:
             # type, as the trace writes them
             return _("trace line {n} expected {expected_run} {expected_type}, yours {yours_run} {yours_type}").format(
                 n=i + 1, expected_run=a["runId"], expected_type=a["type"], yours_run=b["runId"], yours_type=b["type"])
-    return _("the trace has {expected} lines, yours {yours}").format(expected=len(e), yours=len(y))
+    return ngettext("the trace has {expected} line, yours {yours}", "the trace has {expected} lines, yours {yours}",
+                    len(e)).format(expected=len(e), yours=len(y))
 
 
 CHILD_FIELD = Field("child", show=_child, describe=lambda e, y: _("expected {expected}, yours {yours}").format(
@@ -179,7 +181,8 @@ def _short(text, n: int = 30) -> str:
 RECEIVED = Field("received", show=lambda r: _("received {text}").format(text=_short(r)),
                  describe=lambda e, y: _("the parent's window received: expected {expected}, yours {yours}").format(
                      expected=_short(e, 60), yours=_short(y, 60)))
-TRACE = Field("trace", show=lambda t: _("{n} trace lines").format(n=len(t)) if isinstance(t, list) else repr(t),
+TRACE = Field("trace", show=lambda t: plural(len(t), NP_("{n:,} trace line", "{n:,} trace lines"))
+              if isinstance(t, list) else repr(t),
               describe=_trace_difference, follows=True)
 
 

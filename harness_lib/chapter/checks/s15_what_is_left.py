@@ -35,7 +35,7 @@ from ..checking import (
     start,
     workspace,
 )
-from ..language import N_, Text, _
+from ..language import N_, Text, _, ngettext
 
 DROPPED = "(dropped)"     # the notebook's placeholder
 SAYS = "Call list_files to see what exists."   # one that keeps what recover reads
@@ -130,11 +130,14 @@ async def expected(case: Case, url: str) -> dict:
 
 def _sent_difference(expected, yours) -> str:
     if not isinstance(yours, list) or len(yours) != len(expected):
-        return _("the window made {expected} requests, yours {yours}").format(
+        return ngettext("the window made {expected} request, yours {yours}",
+                        "the window made {expected} requests, yours {yours}", len(expected)).format(
             expected=len(expected), yours=len(yours) if isinstance(yours, list) else yours)
     for n, (e, y) in enumerate(zip(expected, yours), 1):
         if len(e) != len(y):
-            return _("request {n} has {expected} messages, yours {yours}").format(n=n, expected=len(e), yours=len(y))
+            return ngettext("request {n} has {expected} message, yours {yours}",
+                            "request {n} has {expected} messages, yours {yours}", len(e)).format(
+                n=n, expected=len(e), yours=len(y))
         for i, (a, b) in enumerate(zip(e, y), 1):
             if a != b:
                 keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
