@@ -3,9 +3,10 @@
 ``tests/english_share.py`` measures it on the committed notebooks: prose-like output lines that are not the model's
 world (which stays English by design: the glossaries say so), and prose comments, each English when the English
 notebook's same cell has it too. The issue's goal is at most 10 % of each, reached: every code cell's comments go
-through the catalogues, and the tables show their row and column labels translated. What is left is what the
-notebooks' own code prints (its f-strings, item 1 of the issue); the shares may only go down from here: a change
-that brings English back into a translated notebook fails.
+through the catalogues, the tables show their row and column labels translated, and the sentences a notebook's own
+code prints are translated in its code (its `{...}` fields kept). What is left: the lines the chapter itself prints
+(English in its Bulgarian and Hungarian texts too), the library's own reasons and labels, and the notebooks' table
+labels; the shares may only go down from here: a change that brings English back into a translated notebook fails.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import english_share  # noqa: E402
 
 GOAL = 0.10
-# The shares measured on 7 December 2026, rounded up (bg: 46 of 832 lines, 2 of 251 comments; hu: 61 of 737, 4 of
-# 248; what is left: lines the notebooks' own code prints, and comments that are code or read the same in Hungarian):
-# lower them as the notebooks' own strings go through the catalogues.
-CEILING = {("bg", "lines"): 0.06, ("hu", "lines"): 0.09, ("bg", "comments"): 0.01, ("hu", "comments"): 0.02}
+# The shares measured on 7 December 2026, rounded up (bg: 28 of 832 lines, 2 of 251 comments; hu: 43 of 735, 4 of
+# 248; what is left: lines the chapter prints, the library's reasons, the notebooks' own table labels, and comments
+# that are code or read the same in Hungarian): lower them as more goes through the catalogues.
+CEILING = {("bg", "lines"): 0.04, ("hu", "lines"): 0.06, ("bg", "comments"): 0.01, ("hu", "comments"): 0.02}
 
 
 @pytest.mark.parametrize("language", ["bg", "hu"])

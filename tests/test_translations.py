@@ -111,10 +111,11 @@ def test_translations_keep_the_code_the_english_names():
     assert not problems, "\n".join(problems)
 
 
-def test_a_translation_changes_no_code_but_the_comments_and_the_language_it_speaks():
+def test_a_translation_changes_no_code_but_the_comments_the_printed_sentences_and_the_language_it_speaks():
     """The reader builds the same code in every language: a translated cell's tokens are the English cell's, but for
-    its comments (translated in every code cell, but a tool's directives: `# NBVAL_IGNORE_OUTPUT`) and the two lines
-    of the setup cell that choose the language."""
+    its comments (translated in every code cell, but a tool's directives: `# NBVAL_IGNORE_OUTPUT`), the sentences it
+    prints (their `{...}` fields kept: the names, calls, keys and numbers are the English ones) and the two lines of
+    the setup cell that choose the language."""
     assert _done(), "no notebook is translated"
     problems, translated_comments = [], 0
     for language, path in _done():
@@ -125,7 +126,7 @@ def test_a_translation_changes_no_code_but_the_comments_and_the_language_it_spea
             if mine.cell_type != "code":
                 continue
             want = tr.speaking(theirs.source, language) if theirs is setup else theirs.source
-            if tr.without_comments(mine.source) != tr.without_comments(want):
+            if tr.code_shape(mine.source) != tr.code_shape(want):
                 problems.append(f"notebooks/{language}/{path.name} cell {mine.id}: its code differs from the English")
             elif [c.text for c in tr.comments(mine.source) if not tr.translatable(c)] != \
                     [c.text for c in tr.comments(want) if not tr.translatable(c)]:
@@ -133,6 +134,53 @@ def test_a_translation_changes_no_code_but_the_comments_and_the_language_it_spea
             translated_comments += mine.source != want
     assert not problems, "\n".join(problems)
     assert translated_comments >= len(_done()) // 2, "the cells' comments are not translated"
+
+
+def test_printed_sentences_are_found_translated_and_put_back_as_valid_code():
+    source = ('x, cost = 2, 0.5\n'
+              'print(f"over the budget by ${cost:.6f}; "\n'
+              '      f"the last turn cost {x!r}", sep="")  # over\n'
+              'print("the parent\'s window received:", f"{x}", json.dumps({"a": "b c d e"}))\n'
+              'print(f"turns={x}  cost=${cost:.6f}")\n')
+    found = tr.printed(source)
+    assert [(s.text, tr.shown(s)) for s in found] == [
+        ("over the budget by ${cost:.6f}; the last turn cost {x!r}", True),   # two literals, one sentence; not sep=
+        ("the parent's window received:", True), ("{x}", False),              # not inside another call's brackets
+        ("turns={x}  cost=${cost:.6f}", False)]                               # a run line: names and numbers
+    assert tr.fields(found[0].text) == ["{cost:.6f}", "{x!r}"] and tr.fields("{{not}} {a[{b}]}") == ["{a[{b}]}"]
+    out = tr.with_printed(source, found[1], 'прозорецът на родителя "получи":')
+    out = tr.with_printed(out, found[0], "последният ход струва {x!r}, над бюджета с ${cost:.6f}")
+    assert out.splitlines()[1:3] == ['print(f"последният ход струва {x!r}, "',
+                                     '      f"над бюджета с ${cost:.6f}", sep="")  # over']
+    assert '"прозорецът на родителя \\"получи\\":"' in out   # its quotes escaped
+    assert tr.code_shape(out) == tr.code_shape(source)          # the fields kept, in another order
+    assert tr.code_shape(tr.with_printed(source, found[0], "над бюджета с {x}")) != tr.code_shape(source)
+    printed = []
+    exec(compile(out, "cell", "exec"), {"json": __import__("json"), "print": lambda *a, **k: printed.append(a)})
+    assert printed[0] == ("последният ход струва 2, над бюджета с $0.500000",)
+
+
+def test_a_printed_sentence_whose_translation_breaks_its_fields_is_not_used(tmp_path):
+    import nbformat as nbf
+
+    nb = nbf.v4.new_notebook()
+    nb.cells = [nbf.v4.new_code_cell("n = 3", id="setup"),
+                nbf.v4.new_code_cell('print(f"the parent answered with {n} words")', id="c1")]
+    path = tmp_path / "99-x.ipynb"
+    nbf.write(nb, path)
+
+    def catalog(translation):
+        made = tr.Catalog(locale="bg")
+        made.add(tr.GLOSSARY_LINK, "*Речник*", context=tr.GLOSSARY_CONTEXT)
+        made.add("the parent answered with {n} words", translation,
+                 context=tr.PRINT_CONTEXT.format(notebook="99-x.ipynb"))
+        return made
+
+    made, stale = tr.translate(path, catalog("родителят отговори с {m} думи"), "bg")
+    assert made.cells[1].source == nb.cells[1].source and [str(s).split(": ", 1)[1][:23] for s in stale] == [
+        "the translation of 'the"] and "changes its {...} fields" in str(stale[0])
+    made, stale = tr.translate(path, catalog("родителят отговори с {n} думи"), "bg")
+    assert made.cells[1].source == 'print(f"родителят отговори с {n} думи")' and not stale
 
 
 def test_comments_are_found_and_put_back_as_they_were():
@@ -179,7 +227,7 @@ def test_no_word_mixes_latin_and_cyrillic_letters(language):
     """A Latin 'o' typed into a Bulgarian word looks right and is not: nothing finds it later."""
     texts = [m.string for m in catalogue(language) if m.id and m.string]
     texts.append((ROOT / "notebooks" / language / tr.GLOSSARY).read_text(encoding="utf-8"))
-    mixed = {w for text in texts for w in re.findall(r"\w+", text)
+    mixed = {w for text in texts for w in re.findall(r"\w+", re.sub(r"\\[nt]", " ", text))   # a printed \\n aside
              if re.search(r"[A-Za-z]", w) and re.search(r"[\u0400-\u04ff]", w)}
     assert not mixed, f"locale/{language}: words mixing Latin and Cyrillic letters: {sorted(mixed)}"
 

@@ -6,7 +6,8 @@
 
 The English notebooks are the source. Each markdown cell is one message of ``locale/notebooks.pot``, its
 context the notebook and the cell id (``01-loop.ipynb#01-03``); ``locale/LANG/LC_MESSAGES/notebooks.po`` holds
-a language's translations. ``extract`` updates every ``.po`` from the notebooks: a cell whose English changed
+a language's translations; each comment of a code cell, and each sentence a code cell prints, is one
+more (docs/translating.md). ``extract`` updates every ``.po`` from the notebooks: a cell whose English changed
 keeps its old translation marked fuzzy, with the English it translated (``#| msgid``), and a cell whose text
 is unchanged keeps its translation wherever it moved. ``build`` writes ``notebooks/LANG/NN-name.ipynb`` for
 every notebook whose cells are all translated: the English notebook as executed (code cells and outputs
@@ -119,6 +120,10 @@ def template(paths: list[Path]) -> Catalog:
                     if translatable(comment):
                         pot[comment.text] = _message(comment.text, auto_comments=[COMMENT_NOTE],
                                                      context=f"{context(path, cell)} comment {k + 1}")
+                for sentence in printed(cell.source):
+                    if shown(sentence):
+                        pot[sentence.text] = _message(sentence.text, auto_comments=[PRINT_NOTE],
+                                                      context=PRINT_CONTEXT.format(notebook=path.name))
     return pot
 
 
@@ -201,6 +206,192 @@ def without_comments(source: str) -> list[tuple]:
                 if t.type not in skip]
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [(None, source)]
+
+
+# -- the sentences a code cell prints ------------------------------------------------------------------------
+PRINT_NOTE = ("A sentence a code cell prints (the pieces Python joins are one message): translate its words; keep "
+              "every {...} exactly, the code inside and the format after its colon, in the order your language "
+              "needs, and escapes such as \\n. Keep `name=` labels and units as they are.")
+PRINT_CONTEXT = "{notebook} print"   # one message per sentence a notebook prints, wherever its cells print it
+# Lines the chapter itself prints, which a notebook prints again to set beside the chapter's: they stay English in
+# every language, as the chapter's Bulgarian and Hungarian texts print them too (the glossaries point to them).
+CHAPTER_PRINTS = ("read a file the process may not open", "files deleted so far:", "-> total turns=", "after turn",
+                  "restored from disk:", "resumed and finished:", "stopped after")
+_WORDS = re.compile(r"[^\W\d_]{2,}[,.:;!?)]*")
+
+
+@dataclass(frozen=True)
+class Printed:
+    """The string literals one ``print(...)`` call is given side by side (Python joins them: one sentence).
+    ``spans``: each literal's ((row, column), (row, column)) in the source, rows 1-based as ``tokenize`` gives them;
+    ``prefix`` (``f`` or none) and ``quote``: how the first is written; ``text``: what is between their quotes,
+    joined, as the source writes it (escapes and ``{...}`` fields included). ``plain``: every piece is a one-line
+    string or f-string, the kind a translation can be put back into."""
+    spans: tuple
+    prefix: str
+    quote: str
+    text: str
+    plain: bool
+
+
+def printed(source: str) -> list[Printed]:
+    """The sentences ``source`` prints: each run of string literals directly inside a ``print(`` call's
+    parentheses (not inside a call or a bracket within them). Code that does not tokenize has none."""
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    runs: list[list] = []
+    stack: list[bool] = []   # per open bracket: is it a print call's parenthesis
+    previous = None          # the last token that is not a comment or a line break
+    for token in tokens:
+        if token.type == tokenize.OP and token.string in "([{":
+            stack.append(token.string == "(" and previous is not None and previous.type == tokenize.NAME
+                         and previous.string == "print")
+        elif token.type == tokenize.OP and token.string in ")]}":
+            if stack:
+                stack.pop()
+        elif token.type == tokenize.STRING and stack and stack[-1] and not (
+                previous is not None and previous.type == tokenize.OP and previous.string == "="):   # sep=" "
+            if previous is not None and previous.type == tokenize.STRING and runs and runs[-1][-1] is previous:
+                runs[-1].append(token)
+            else:
+                runs.append([token])
+        if token.type not in (tokenize.COMMENT, tokenize.NL):
+            previous = token
+    found = []
+    for run in runs:
+        parts = [_literal(t.string) for t in run]
+        plain = all(p is not None for p in parts)
+        if plain:
+            prefixes = {p[0] for p in parts}
+            quotes = {p[1] for p in parts}
+            braces = any("{" in body or "}" in body for prefix, _q, body in parts if prefix != "f")
+            plain = len(quotes) == 1 and not (len(prefixes) > 1 and braces)
+        prefix = "f" if plain and any(p[0] == "f" for p in parts) else (parts[0][0] if plain else "")
+        found.append(Printed(tuple((t.start, t.end) for t in run), prefix, parts[0][1] if plain else "",
+                             "".join(p[2] for p in parts) if plain else "".join(t.string for t in run), plain))
+    return found
+
+
+def _literal(token: str) -> tuple[str, str, str] | None:
+    """(prefix, quote, body) of a one-line ``"..."``/``'...'`` string or f-string as written; None for any other
+    (raw, bytes, triple-quoted)."""
+    prefix = token[:len(token) - len(token.lstrip("fFrRbBuU"))]
+    rest = token[len(prefix):]
+    if prefix.lower() not in ("", "f") or rest[:3] in ('"""', "\'\'\'") or len(rest) < 2 or rest[0] != rest[-1]:
+        return None
+    return prefix.lower(), rest[0], rest[1:-1]
+
+
+def fields(text: str) -> list[str]:
+    """The ``{...}`` fields of an f-string's body, as written (``{{`` is a brace, not a field)."""
+    out, i, depth, start = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if depth == 0 and text.startswith(("{{", "}}"), i):
+            i += 2
+            continue
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+        i += 1
+    return out
+
+
+def shown(sentence: Printed) -> bool:
+    """Whether a printed sentence is words to translate: three words or more outside its fields, not a run line of
+    ``name=value`` pairs and numbers, nor a line the chapter prints (``CHAPTER_PRINTS``)."""
+    text = sentence.text
+    for field in fields(text) if sentence.prefix == "f" else []:
+        text = text.replace(field, " ", 1)
+    words = text.replace("\\n", " ").split()
+    prose = [w for w in words if _WORDS.fullmatch(w)]
+    return (sentence.plain and len(prose) >= 3 and len(prose) * 2 >= len(words)
+            and not any(line in text for line in CHAPTER_PRINTS))
+
+
+def with_printed(source: str, sentence: Printed, text: str) -> str:
+    """``source`` with the sentence's literals holding ``text`` instead: as many pieces as before, cut at spaces in
+    proportion to the English pieces' lengths, each written with the sentence's prefix and quote."""
+    lines = source.splitlines(keepends=True)
+    for (start, end), literal in reversed(list(zip(sentence.spans, literals(sentence, text)))):
+        row = start[0] - 1
+        lines[row] = lines[row][:start[1]] + literal + lines[row][end[1]:]
+    return "".join(lines)
+
+
+def literals(sentence: Printed, text: str) -> list[str]:
+    """``text`` as the sentence's literals: as many as the English has, cut at spaces in proportion to their
+    lengths, each with the sentence's prefix and quote."""
+    lengths = [end[1] - start[1] for start, end in sentence.spans]
+    formatted = sentence.prefix == "f"
+    return [sentence.prefix + sentence.quote + _quoted(piece, sentence.quote, formatted) + sentence.quote
+            for piece in _cut(text, lengths, formatted)]
+
+
+def _cut(text: str, lengths: list[int], formatted: bool) -> list[str]:
+    if len(lengths) == 1:
+        return [text]
+    inside = set()
+    if formatted:
+        at = 0
+        for field in fields(text):
+            at = text.index(field, at)
+            inside.update(range(at, at + len(field)))
+            at += len(field)
+    spaces = [i + 1 for i, ch in enumerate(text) if ch == " " and i not in inside and 0 < i + 1 < len(text)]
+    cuts, total, so_far = [], sum(lengths), 0
+    for length in lengths[:-1]:
+        so_far += length
+        want = len(text) * so_far / total
+        later = [i for i in spaces if not cuts or i > cuts[-1]]
+        cuts.append(min(later, key=lambda i: abs(i - want)) if later else (cuts[-1] if cuts else 0))
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def _quoted(piece: str, quote: str, formatted: bool) -> str:
+    """A piece's text with its quote character escaped outside its fields (a translation may use it)."""
+    protected = fields(piece) if formatted else []
+    out, at = [], 0
+    for field in protected:
+        index = piece.index(field, at)
+        out.append(re.sub(r"(?<!\\)" + re.escape(quote), "\\\\" + quote, piece[at:index]) + field)
+        at = index + len(field)
+    out.append(re.sub(r"(?<!\\)" + re.escape(quote), "\\\\" + quote, piece[at:]))
+    return "".join(out)
+
+
+def code_shape(source: str) -> list[tuple]:
+    """What a translation must keep of a cell's code: its tokens, comments and layout aside, each printed
+    sentence's literals as one token that keeps only its fields (sorted): names, calls, keys and numbers."""
+    import tokenize
+
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [(None, source)]
+    first = {s.spans[0][0]: s for s in printed(source)}
+    rest = {span[0] for s in printed(source) for span in s.spans[1:]}
+    shape = []
+    for token in tokens:
+        if token.type in skip or token.start in rest:
+            continue
+        sentence = first.get(token.start)
+        if sentence is not None:
+            shape.append(("PRINTED", tuple(sorted(fields(sentence.text) if sentence.prefix == "f" else []))))
+        else:
+            shape.append((token.type, token.string))
+    return shape
 
 
 def merge(old: Catalog, pot: Catalog) -> Catalog:
@@ -521,6 +712,9 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
         cell.source = text
     for cell in nb.cells:
         if cell.cell_type == "code":
+            problem = _translate_printed(cell, catalog, PRINT_CONTEXT.format(notebook=path.name))
+            if problem is not None and not folder:
+                stale.append(Stale(where, cell.id, problem))
             texts = []
             for k, comment in enumerate(comments(cell.source)):
                 if not translatable(comment):
@@ -538,6 +732,31 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
     if isinstance(link, Stale):
         stale.insert(0, link)
     return nb, stale
+
+
+def _translate_printed(cell, catalog: Catalog, ctx: str) -> str | None:
+    """Put the catalogue's translation of each sentence the cell prints in its code; what is wrong with one, or
+    None. A sentence whose translation is missing, fuzzy, or changes its fields stays English."""
+    problem = None
+    for sentence in reversed(printed(cell.source)):   # from the last: the earlier ones' places stay where they were
+        if not shown(sentence):
+            continue
+        message = catalog.get(sentence.text, context=ctx)
+        if message is None or not message.string or message.fuzzy:
+            problem = ("a sentence it prints is not translated yet (`make translations`, then translate it): "
+                       f"{sentence.text[:60]!r}")
+            continue
+        formatted = sentence.prefix == "f"
+        if formatted and sorted(fields(message.string)) != sorted(fields(sentence.text)):
+            problem = f"the translation of {sentence.text[:60]!r} changes its {{...}} fields: keep them as they are"
+            continue
+        try:
+            compile(" ".join(literals(sentence, message.string)), "<translation>", "eval")
+        except SyntaxError:
+            problem = f"the translation of {sentence.text[:60]!r} is not valid in a Python string: escape it"
+            continue
+        cell.source = with_printed(cell.source, sentence, message.string)
+    return problem
 
 
 def _comment_translation(catalog: Catalog, text: str, cell_context: str) -> str | None:
