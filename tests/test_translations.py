@@ -181,6 +181,10 @@ def test_a_printed_sentence_whose_translation_breaks_its_fields_is_not_used(tmp_
         "the translation of 'the"] and "changes its {...} fields" in str(stale[0])
     made, stale = tr.translate(path, catalog("родителят отговори с {n} думи"), "bg")
     assert made.cells[1].source == 'print(f"родителят отговори с {n} думи")' and not stale
+    nb.cells[1].source = 'print(f"the parent answered with {n} short words")'   # the English changed
+    nbf.write(nb, path)
+    made, stale = tr.translate(path, catalog("родителят отговори с {n} думи"), "bg")
+    assert made.cells[1].source == nb.cells[1].source and "not translated yet" in str(stale[0])   # never a silent copy
 
 
 def test_comments_are_found_and_put_back_as_they_were():
