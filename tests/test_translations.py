@@ -172,8 +172,7 @@ def test_a_printed_sentence_whose_translation_breaks_its_fields_is_not_used(tmp_
     def catalog(translation):
         made = tr.Catalog(locale="bg")
         made.add(tr.GLOSSARY_LINK, "*Речник*", context=tr.GLOSSARY_CONTEXT)
-        made.add("the parent answered with {n} words", translation,
-                 context=tr.PRINT_CONTEXT.format(notebook="99-x.ipynb"))
+        made.add("the parent answered with {n} words", translation, context="99-x.ipynb#c1 print 1")
         return made
 
     made, stale = tr.translate(path, catalog("родителят отговори с {m} думи"), "bg")

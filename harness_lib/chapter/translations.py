@@ -120,10 +120,9 @@ def template(paths: list[Path]) -> Catalog:
                     if translatable(comment):
                         pot[comment.text] = _message(comment.text, auto_comments=[COMMENT_NOTE],
                                                      context=f"{context(path, cell)} comment {k + 1}")
-                for sentence in printed(cell.source):
-                    if shown(sentence):
-                        pot[sentence.text] = _message(sentence.text, auto_comments=[PRINT_NOTE],
-                                                      context=PRINT_CONTEXT.format(notebook=path.name))
+                for k, sentence in enumerate(s for s in printed(cell.source) if shown(s)):
+                    pot[sentence.text] = _message(sentence.text, auto_comments=[PRINT_NOTE],
+                                                  context=f"{context(path, cell)} print {k + 1}")
     return pot
 
 
@@ -212,7 +211,6 @@ def without_comments(source: str) -> list[tuple]:
 PRINT_NOTE = ("A sentence a code cell prints (the pieces Python joins are one message): translate its words; keep "
               "every {...} exactly, the code inside and the format after its colon, in the order your language "
               "needs, and escapes such as \\n. Keep `name=` labels and units as they are.")
-PRINT_CONTEXT = "{notebook} print"   # one message per sentence a notebook prints, wherever its cells print it
 # Lines the chapter itself prints, which a notebook prints again to set beside the chapter's: they stay English in
 # every language, as the chapter's Bulgarian and Hungarian texts print them too (the glossaries point to them).
 CHAPTER_PRINTS = ("read a file the process may not open", "files deleted so far:", "-> total turns=", "after turn",
@@ -583,6 +581,16 @@ def chapter_template(code: Path = CHAPTER_CODE) -> Catalog:
                 pot.add(row["figure"], locations=[where],
                         auto_comments=["A figure of the chapter, as the comparison tables label it; keep the "
                                        "scenario's name (plan, runaway...) as it is."])
+    from ..scripted import scripts
+
+    for name, script in scripts.SCRIPTS.items():   # 00's table of scenarios says what each does
+        line, where = script.__doc__.splitlines()[0], ("harness_lib/scripted/scripts.py", None)
+        if line in pot:
+            pot[line].locations.append(where)
+        else:
+            pot.add(line, locations=[where], auto_comments=[
+                f"What the scripted scenario `{name}` does, as 00's table of scenarios says it (the scenario's "
+                "replies stay English: this line is about them)."])
     for message in pot:
         if message.id and any("{" in text for text in _texts(message.id)):
             message.flags.add("python-brace-format")
@@ -712,7 +720,7 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
         cell.source = text
     for cell in nb.cells:
         if cell.cell_type == "code":
-            problem = _translate_printed(cell, catalog, PRINT_CONTEXT.format(notebook=path.name))
+            problem = _translate_printed(cell, catalog, path.name)
             if problem is not None and not folder:
                 stale.append(Stale(where, cell.id, problem))
             texts = []
@@ -734,15 +742,17 @@ def translate(path: Path, catalog: Catalog, language: str, folder: str = ""):
     return nb, stale
 
 
-def _translate_printed(cell, catalog: Catalog, ctx: str) -> str | None:
-    """Put the catalogue's translation of each sentence the cell prints in its code; what is wrong with one, or
-    None. A sentence whose translation is missing, fuzzy, or changes its fields stays English."""
+def _translate_printed(cell, catalog: Catalog, notebook: str) -> str | None:
+    """Put the catalogue's translation of each sentence the cell prints in its code (the notebook's translation of
+    that sentence, whichever cell it was extracted from: an exercise's cells are its section's); what is wrong with
+    one, or None. A sentence whose translation is missing, fuzzy, or changes its fields stays English."""
     problem = None
     for sentence in reversed(printed(cell.source)):   # from the last: the earlier ones' places stay where they were
         if not shown(sentence):
             continue
-        message = catalog.get(sentence.text, context=ctx)
-        if message is None or not message.string or message.fuzzy:
+        message = next((m for m in catalog if m.id == sentence.text and m.string and not m.fuzzy
+                        and (m.context or "").startswith(notebook + "#") and " print " in m.context), None)
+        if message is None:
             problem = ("a sentence it prints is not translated yet (`make translations`, then translate it): "
                        f"{sentence.text[:60]!r}")
             continue
