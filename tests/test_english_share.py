@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import english_share  # noqa: E402
 
 GOAL = 0.10
-# The shares measured on 7 December 2026, rounded up (bg: 28 of 832 lines, 2 of 251 comments; hu: 43 of 735, 4 of
-# 248; what is left: lines the chapter prints, the library's reasons, the notebooks' own table labels, and comments
-# that are code or read the same in Hungarian): lower them as more goes through the catalogues.
-CEILING = {("bg", "lines"): 0.04, ("hu", "lines"): 0.06, ("bg", "comments"): 0.01, ("hu", "comments"): 0.02}
+# The shares measured on 7 December 2026, rounded up (bg: 24 of 850 lines, 2 of 251 comments; hu: 39 of 753, 4 of
+# 248; what is left: lines the chapter prints, the library's stop reasons, labels the notebooks make in f-strings,
+# and comments that are code or read the same in Hungarian): lower them as more goes through the catalogues.
+CEILING = {("bg", "lines"): 0.03, ("hu", "lines"): 0.06, ("bg", "comments"): 0.01, ("hu", "comments"): 0.02}
 
 
 @pytest.mark.parametrize("language", ["bg", "hu"])

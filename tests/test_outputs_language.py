@@ -229,3 +229,24 @@ def test_a_table_shows_its_labels_in_the_language_and_keeps_them_english_in_its_
     finally:
         lang.speak("en")
     assert lang.labelled(frame) is frame
+
+
+def test_a_figure_measured_with_no_chapter_value_is_labelled_in_the_language():
+    """A figure's label made from a template (a budget the chapter did not print, a figure under other parameters)
+    is shown translated, its amount the language's way; the comparison's data keeps the English."""
+    from harness_lib.chapter import figures
+
+    measured = {"budget $0.005, no cap: spent": "0.006034",
+                **figures.relabel({"resume.restored_turns": 2}, "never killed")}
+    comparison = figures.compare(measured)
+    assert "budget $0.005, no cap: spent" in set(comparison.figure)
+    try:
+        lang.speak("bg")
+        shown = list(figures.shown(comparison).iloc[:, 0])
+        assert "бюджет 0,005\u00a0$, без лимит: похарчено" in shown, shown
+        assert any(s.endswith("(не е убивано)") for s in shown), shown
+        assert figures.said("not a label of ours (x)") == "not a label of ours (x)"
+        assert "budget $0.005, no cap: spent" in set(comparison.figure)   # the data
+    finally:
+        lang.speak("en")
+    assert figures.said("budget $0.005, no cap: spent") == "budget $0.005, no cap: spent"

@@ -34,7 +34,7 @@ import re
 import pandas as pd
 
 from ..resources import data_path
-from .language import N_, _, localized
+from .language import N_, _, dollars, localized
 
 DATA = data_path()  # the project's data folder: the chapter's figures, its trace, its local-model table
 EXACT, WITHIN, NOT_HERE, DIFFERS = N_("exact"), N_("within tolerance"), N_("not reproducible here"), N_("DIFFERS")
@@ -140,6 +140,30 @@ def compare(measured: dict, section: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["section", "id", *COLUMNS])
 
 
+# How the label of a value measured with no chapter figure is made (the data keeps the English; ``said`` shows it in
+# the language spoken): a budget the chapter did not print, and a figure measured under other parameters (``relabel``).
+TEMPLATES = (N_("budget {usd}, no cap: spent"), N_("{figure} ({note})"))
+_DOLLARS = re.compile(r"\$(\d+\.\d+)")
+
+
+def said(label: str) -> str:
+    """A figure's label in the language spoken: its own translation (data/chapter_figures.csv is extracted), else
+    that of the template it was made from, its parts said the same way (an amount the language's way)."""
+    own = _(label)
+    if own != label:
+        return own
+    for template in TEMPLATES:
+        pattern = re.escape(template).replace(r"\{usd\}", r"(?P<usd>\$\d+\.\d+)")
+        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+)", pattern)
+        match = re.fullmatch(pattern, label)
+        if match is None:
+            continue
+        parts = {name: (dollars(float(value[1:]), len(value) - value.index(".") - 1) if _DOLLARS.fullmatch(value)
+                        else said(value)) for name, value in match.groupdict().items()}
+        return str(_(template).format(**parts))
+    return label
+
+
 def relabel(measured: dict, note: str) -> dict:
     """``measured`` with every figure id replaced by its figure's label plus ``note``: values measured
     under parameters the chapter did not use, so the chapter's figure does not apply to them."""
@@ -191,7 +215,7 @@ def shown(comparison: pd.DataFrame) -> pd.DataFrame:
     """The comparison as a notebook shows it, in the language spoken: its headers, the chapter's labels of its
     figures (in the catalogue: data/chapter_figures.csv is extracted with the code) and the categories."""
     out = comparison[COLUMNS].reset_index(drop=True)
-    out["figure"] = out["figure"].map(_)
+    out["figure"] = out["figure"].map(said)
     for column in ("chapter", "ours"):   # a number the language's way (0,038), compared as the chapter wrote it
         out[column] = out[column].map(lambda v: localized(v) if isinstance(v, str) and _NUMERIC.fullmatch(v) else v)
     out["match"] = out["match"].map(_)

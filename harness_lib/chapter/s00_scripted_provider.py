@@ -27,7 +27,7 @@ class SwitchServers(NamedTuple):
 def script_catalogue() -> pd.DataFrame:
     from ..scripted import scripts
     return pd.DataFrame({"scenario": list(scripts.SCRIPTS),
-                         _("what it does"): [f.__doc__.splitlines()[0] for f in scripts.SCRIPTS.values()]}
+                         _("what it does"): [str(_(f.__doc__.splitlines()[0])) for f in scripts.SCRIPTS.values()]}
                         ).set_index("scenario")
 
 

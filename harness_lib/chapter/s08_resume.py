@@ -28,7 +28,7 @@ from ..workspace import Workspace
 from . import params
 from .common import Measured
 from .figures import relabel
-from .language import C_, _
+from .language import C_, N_, _
 from .stop_button import all_or_nothing
 
 PLAN_TOOL_RESULTS = 2  # the plan run: list_files, then read_file, then the answer
@@ -144,7 +144,7 @@ async def _resume_after_kill(base_url: str, workdir: Path, kill_after_tool_resul
                 "resume.turns": finished.turns, "resume.cost": finished.own_cost_usd,
                 "resume.status": finished.status, "resume.tool_runs": ", ".join(all_runs)}
     if not killed or kill_after_tool_results != 2:
-        measured = relabel(measured, "killed elsewhere than the chapter" if killed else "never killed")
+        measured = relabel(measured, N_("killed elsewhere than the chapter") if killed else N_("never killed"))
     elif hold_ms != HOLD_MS:  # a reader's hold: the kill may land after the next turn is saved
         measured = relabel(measured, f"HOLD_MS={hold_ms:g}")
     return ResumeAfterKill(table, events, measured, restored, finished)
