@@ -416,6 +416,7 @@ class Check:
         printed, watch = sandbox.Printed(), project.Watch()
         for n, case in enumerate(self.cases):   # the library's answer made here while the piece's case runs apart
             library = asyncio.ensure_future(_library(self, case, url))
+            library.add_done_callback(_retrieved)
             try:
                 outcome = await self._case(pieces, case, url, files, printed)
                 expected = await library
@@ -659,6 +660,14 @@ def _environment() -> tuple:
 
     return (TASK, SYSTEM_PROMPT, tuple(sorted(QUICK_SCAN.items())), repr(CHAPTER_PRICES),
             tuple((name, id(script)) for name, script in SCRIPTS.items()))
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """Mark what the library's task ended with as seen: after a Stop or a failing case nobody awaits it, and asyncio
+    would log it from the garbage collector ("Task exception was never retrieved") into a later cell, or in the middle
+    of the next check's work (where a finalizer running inside ``compile`` is a SystemError on Python 3.11)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _library(check: Check, case: Case, url: str) -> dict:
