@@ -524,8 +524,8 @@ def _cancellation(tab: Tab, path: Path, name: str):
         assert "status=interrupted" in text and "reason='user pressed Stop'" in text, text
         ms = float(re.search(r"ended ([\d,.]+) ms after you pressed Stop", text).group(1).replace(",", ""))
         # Our Stop (the reason says so: ipykernel's own cancel gives "cancelled"), and the run did not wait for the
-        # scan's next tick, 500 ms after its last: 2-7 ms on a quiet machine (harness_lib/chapter/stop_button.py), 161 ms seen with
-        # the suite's four workers on two cores, so the bound is the tick, an event of the run, not a time of ours.
+        # scan's next tick, 500 ms after its last: 2-7 ms on a quiet machine (harness_lib/chapter/stop_button.py),
+        # 161 ms seen with the suite's four workers on two cores: the bound is the tick, an event of the run.
         assert ms < 500, text
     with tab.step("09: the next cell loads the run from disk and resumes it"):
         cell = _cell(page, "saved = session.load()")
