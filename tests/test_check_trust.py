@@ -394,6 +394,34 @@ def test_files_written_in_the_notebooks_folder_or_the_working_folder_are_said(tm
     assert not Path(tmp_path, "mine.json").exists()
 
 
+def test_a_notebook_saved_in_a_folder_beside_while_a_check_runs_is_not_the_pieces_doing(tmp_path, monkeypatch):
+    """JupyterLab saves another open notebook (notebooks/bg/...) while the check runs: its folder's times change,
+    which is no file of the notebook's folder changed by the piece."""
+    import threading
+
+    (tmp_path / "bg").mkdir()
+    monkeypatch.chdir(tmp_path)
+    done = threading.Event()
+
+    def save_beside():
+        n = 0
+        while not done.is_set():
+            target = tmp_path / "bg" / f"saved-{n % 3}.ipynb"
+            target.with_suffix(".tmp").write_text("{}")
+            target.with_suffix(".tmp").replace(target)   # as JupyterLab saves: a new file renamed over the old
+            n += 1
+            done.wait(0.005)
+
+    saver = threading.Thread(target=save_beside)
+    saver.start()
+    try:
+        got = check(REFERENCE)
+    finally:
+        done.set()
+        saver.join()
+    assert got.ok and len(got.lines()) == 1, got.lines()
+
+
 def test_a_library_answer_that_failed_is_never_kept(monkeypatch):
     async def expected(case, url):
         raise ConnectionError("the provider stopped")

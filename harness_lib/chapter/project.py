@@ -32,7 +32,8 @@ _verified: list = []   # [the data folder's stat listing last found intact]
 def _listing(root: Path, recursive: bool) -> dict[str, tuple]:
     """{path below ``root``: (size, modification time, change time, inode, folder?)}: a file rewritten and its
     modification time put back still changes its change time, which no call sets; hidden names and notebooks are
-    left out of the notebook's folder (JupyterLab saves them, and its checkpoints, while a check runs)."""
+    left out of the notebook's folder (JupyterLab saves them, and its checkpoints, while a check runs), and a folder
+    is its name and inode only (its times change with what is saved in it: another notebook, in ``bg/``)."""
     found: dict[str, tuple] = {}
     try:
         entries = list(os.scandir(root))
@@ -46,7 +47,8 @@ def _listing(root: Path, recursive: bool) -> dict[str, tuple]:
         except OSError:
             continue
         folder = entry.is_dir(follow_symlinks=False)
-        found[entry.name] = (info.st_size if not folder else 0, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, folder)
+        found[entry.name] = ((0, 0, 0, info.st_ino, True) if folder else
+                             (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, False))
         if folder and recursive:
             found.update({f"{entry.name}/{k}": v for k, v in _listing(Path(entry.path), True).items()})
     return found
