@@ -484,3 +484,29 @@ def test_the_readme_says_how_to_read_each_language():
     assert any("make lab NOTEBOOKS=hu" in line and line.startswith("In Bulgarian or Hungarian") for line in said["bg"])
     assert any(re.search(r"[\u0400-\u04ff]", line) for line in said["bg"]), "no line in Bulgarian"
     assert any(line.startswith("Magyarul") for line in said["hu"]), "no line in Hungarian"
+
+
+def test_two_sentences_one_notebook_prints_each_keep_their_translation_through_a_merge(tmp_path):
+    """Each printed sentence is its cell's message: extract's merge, which matches a changed English by its context,
+    gives the edited sentence its own old translation (fuzzy) and leaves the other as it was."""
+    import nbformat as nbf
+
+    def notebook(first: str):
+        nb = nbf.v4.new_notebook()
+        nb.cells = [nbf.v4.new_code_cell(f'print("{first}")', id="c1"),
+                    nbf.v4.new_code_cell('print("the parent answered this:")', id="c2")]
+        path = tmp_path / "99-x.ipynb"
+        nbf.write(nb, path)
+        return tr.template([path])
+
+    old = notebook("the parent's window received:")
+    old.locale = "bg"
+    for message in old:
+        if message.id == "the parent's window received:":
+            message.string = "прозорецът на parent получи:"
+        elif message.id == "the parent answered this:":
+            message.string = "parent отговори това:"
+    merged = tr.merge(old, notebook("the parent's whole window received:"))
+    got = {m.id: (m.string, m.fuzzy) for m in merged if m.context and " print " in m.context}
+    assert got == {"the parent's whole window received:": ("прозорецът на parent получи:", True),
+                   "the parent answered this:": ("parent отговори това:", False)}, got
