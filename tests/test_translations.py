@@ -510,3 +510,31 @@ def test_two_sentences_one_notebook_prints_each_keep_their_translation_through_a
     got = {m.id: (m.string, m.fuzzy) for m in merged if m.context and " print " in m.context}
     assert got == {"the parent's whole window received:": ("прозорецът на parent получи:", True),
                    "the parent answered this:": ("parent отговори това:", False)}, got
+
+
+def test_only_a_whole_literal_argument_of_print_is_a_sentence_and_its_fields_are_pythons():
+    """A review's hostile cells: what is not a sentence stays code (and the shape sees it change), a field hidden in
+    quotes is still a field, a string continued with a backslash or a line break other than \\n moves nothing."""
+    not_sentences = ['print(x == "the end of it here")', 'print("{} apples are in the basket".format(n))',
+                     'print(", and also the rest ".join(names))', 'print(x, end="" "and then some more words")',
+                     'self.print("this is a method call here")', 'print(*"the letters of it")']
+    for source in not_sentences:
+        assert [s.text for s in tr.printed(source)] == [], source
+        changed = source.replace('"', '"X', 1)   # its first literal changed
+        assert tr.code_shape(changed) != tr.code_shape(source), source
+    ok = 'print("ready" if done else "the run is still going on")'
+    assert [s.text for s in tr.printed(ok)] == ["ready", "the run is still going on"]
+
+    hidden = "print(f\"{'{'.join(xs)} are the words here\")"
+    [sentence] = tr.printed(hidden)
+    assert tr.expressions(" ".join(tr.literals(sentence, "думите тук са"))) != \
+        tr.expressions("f\"{'{'.join(xs)} are the words here\"")          # the field dropped: refused
+    assert tr.fields(sentence.text) == ["{'{'.join(xs)}"]
+
+    continued = 'print("the first half of it \\\nand the second half")\n'
+    assert [s.plain for s in tr.printed(continued)] == [False]             # left English: one line a literal
+    for odd in ("\x0c", "\u2028"):
+        source = f'x = "a{odd}b"\nprint("първата част тук", "the parent answered some words")\n'
+        sentences = tr.printed(source)
+        out = tr.with_printed(source, sentences[1], "родителят отговори с думи")
+        assert out == source.replace("the parent answered some words", "родителят отговори с думи"), repr(out)

@@ -233,45 +233,82 @@ class Printed:
 
 
 def printed(source: str) -> list[Printed]:
-    """The sentences ``source`` prints: each run of string literals directly inside a ``print(`` call's
-    parentheses (not inside a call or a bracket within them). Code that does not tokenize has none."""
+    """The sentences ``source`` prints: each positional argument of a ``print(...)`` call that is a string literal,
+    or several side by side, or a branch of ``... if ... else ...`` that is (not a method's ``.print``, not part of
+    another expression, a keyword's value or a starred argument). Code that does not parse (a cell half written,
+    IPython's ``%`` and ``!`` lines) has none."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    rows = _rows(source)
+
+    def at(row: int, byte: int) -> tuple:   # ast counts a column in UTF-8 bytes, tokenize in characters
+        return row, len(rows[row - 1].encode("utf-8")[:byte].decode("utf-8", "replace"))
+
+    def said(node) -> list:   # a literal, or each branch of `"..." if ready else "..."`
+        if isinstance(node, ast.IfExp):
+            return said(node.body) + said(node.orelse)
+        return [node] if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
+                                                               and isinstance(node.value, str)) else []
+
+    spans = sorted((at(arg.lineno, arg.col_offset), at(arg.end_lineno, arg.end_col_offset))
+                   for call in ast.walk(tree)
+                   if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"
+                   for argument in call.args for arg in said(argument))
+    pieces = _pieces(source)
+    found = []
+    for first, last in spans:
+        run = [(a, b) for a, b in pieces if first <= a and b <= last]
+        parts = [_literal(_between(source, a, b)) if a[0] == b[0] else None for a, b in run]  # one line each
+        plain = bool(parts) and all(p is not None for p in parts)
+        if plain:
+            quotes = {p[1] for p in parts}
+            braces = any("{" in body or "}" in body for prefix, _q, body in parts if prefix != "f")
+            plain = len(quotes) == 1 and not (len({p[0] for p in parts}) > 1 and braces)
+        prefix = "f" if plain and any(p[0] == "f" for p in parts) else (parts[0][0] if plain else "")
+        found.append(Printed(tuple(run), prefix, parts[0][1] if plain else "",
+                             "".join(p[2] for p in parts) if plain else _between(source, first, last), plain))
+    return found
+
+
+def _pieces(source: str) -> list[tuple]:
+    """Each string literal of ``source`` as its ((row, column), (row, column)) span, ``tokenize``'s rows: one token
+    on Python 3.11, an f-string's FSTRING_START to its FSTRING_END from 3.12."""
     import tokenize
 
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return []
-    runs: list[list] = []
-    stack: list[bool] = []   # per open bracket: is it a print call's parenthesis
-    previous = None          # the last token that is not a comment or a line break
+    start, end = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+    found, depth, opened = [], 0, None
     for token in tokens:
-        if token.type == tokenize.OP and token.string in "([{":
-            stack.append(token.string == "(" and previous is not None and previous.type == tokenize.NAME
-                         and previous.string == "print")
-        elif token.type == tokenize.OP and token.string in ")]}":
-            if stack:
-                stack.pop()
-        elif token.type == tokenize.STRING and stack and stack[-1] and not (
-                previous is not None and previous.type == tokenize.OP and previous.string == "="):   # sep=" "
-            if previous is not None and previous.type == tokenize.STRING and runs and runs[-1][-1] is previous:
-                runs[-1].append(token)
-            else:
-                runs.append([token])
-        if token.type not in (tokenize.COMMENT, tokenize.NL):
-            previous = token
-    found = []
-    for run in runs:
-        parts = [_literal(t.string) for t in run]
-        plain = all(p is not None for p in parts)
-        if plain:
-            prefixes = {p[0] for p in parts}
-            quotes = {p[1] for p in parts}
-            braces = any("{" in body or "}" in body for prefix, _q, body in parts if prefix != "f")
-            plain = len(quotes) == 1 and not (len(prefixes) > 1 and braces)
-        prefix = "f" if plain and any(p[0] == "f" for p in parts) else (parts[0][0] if plain else "")
-        found.append(Printed(tuple((t.start, t.end) for t in run), prefix, parts[0][1] if plain else "",
-                             "".join(p[2] for p in parts) if plain else "".join(t.string for t in run), plain))
+        if start is not None and token.type == start:
+            depth += 1
+            opened = token.start if depth == 1 else opened
+        elif end is not None and token.type == end:
+            depth -= 1
+            if depth == 0:
+                found.append((opened, token.end))
+        elif token.type == tokenize.STRING and depth == 0:
+            found.append((token.start, token.end))
     return found
+
+
+def _rows(source: str) -> list[str]:
+    """``source``'s lines as ``tokenize`` and ``ast`` count them (at ``\\n`` only: not ``str.splitlines``, which also
+    breaks at a form feed or U+2028), each with its line break."""
+    return re.findall(r"[^\n]*\n|[^\n]+", source)
+
+
+def _between(source: str, first: tuple, last: tuple) -> str:
+    rows = _rows(source)
+    if first[0] == last[0]:
+        return rows[first[0] - 1][first[1]:last[1]]
+    return rows[first[0] - 1][first[1]:] + "".join(rows[first[0]:last[0] - 1]) + rows[last[0] - 1][:last[1]]
 
 
 def _literal(token: str) -> tuple[str, str, str] | None:
@@ -279,18 +316,24 @@ def _literal(token: str) -> tuple[str, str, str] | None:
     (raw, bytes, triple-quoted)."""
     prefix = token[:len(token) - len(token.lstrip("fFrRbBuU"))]
     rest = token[len(prefix):]
-    if prefix.lower() not in ("", "f") or rest[:3] in ('"""', "\'\'\'") or len(rest) < 2 or rest[0] != rest[-1]:
+    if (prefix.lower() not in ("", "f") or rest[:3] in ('"""', "\'\'\'") or len(rest) < 2 or rest[0] != rest[-1]
+            or "\n" in rest):
         return None
     return prefix.lower(), rest[0], rest[1:-1]
 
 
 def fields(text: str) -> list[str]:
-    """The ``{...}`` fields of an f-string's body, as written (``{{`` is a brace, not a field)."""
+    """The ``{...}`` fields of an f-string's body, as written (``{{`` is a brace, not a field; a quoted string in a
+    field, ``{'}'.join(xs)}``, is the field's)."""
     out, i, depth, start = [], 0, 0, 0
     while i < len(text):
         ch = text[i]
         if depth == 0 and text.startswith(("{{", "}}"), i):
             i += 2
+            continue
+        if depth and ch in "'\"":
+            close = text.find(ch, i + 1)
+            i = close + 1 if close > 0 else len(text)
             continue
         if ch == "{":
             if depth == 0:
@@ -319,7 +362,7 @@ def shown(sentence: Printed) -> bool:
 def with_printed(source: str, sentence: Printed, text: str) -> str:
     """``source`` with the sentence's literals holding ``text`` instead: as many pieces as before, cut at spaces in
     proportion to the English pieces' lengths, each written with the sentence's prefix and quote."""
-    lines = source.splitlines(keepends=True)
+    lines = _rows(source)
     for (start, end), literal in reversed(list(zip(sentence.spans, literals(sentence, text)))):
         row = start[0] - 1
         lines[row] = lines[row][:start[1]] + literal + lines[row][end[1]:]
@@ -368,9 +411,31 @@ def _quoted(piece: str, quote: str, formatted: bool) -> str:
     return "".join(out)
 
 
+def expressions(literals_source: str) -> tuple | None:
+    """The fields of the literals side by side in ``literals_source`` as Python parses them (each expression, its
+    conversion and format, in order of their text), for comparing two sentences: their order may differ, nothing
+    else. None when it is not a valid string."""
+    import ast
+
+    try:
+        node = ast.parse(f"({literals_source}\n)", mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return ()
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    return tuple(sorted(ast.dump(v) for v in node.values if isinstance(v, ast.FormattedValue)))
+
+
+def _written(source: str, sentence: Printed) -> str:
+    return " ".join(_between(source, a, b) for a, b in sentence.spans)
+
+
 def code_shape(source: str) -> list[tuple]:
     """What a translation must keep of a cell's code: its tokens, comments and layout aside, each printed
-    sentence's literals as one token that keeps only its fields (sorted): names, calls, keys and numbers."""
+    sentence's literals as one token that keeps only its fields as Python parses them (``expressions``): names,
+    calls, keys and numbers."""
     import tokenize
 
     skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
@@ -378,16 +443,17 @@ def code_shape(source: str) -> list[tuple]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [(None, source)]
-    first = {s.spans[0][0]: s for s in printed(source)}
-    rest = {span[0] for s in printed(source) for span in s.spans[1:]}
+    sentences = printed(source)
+    first = {s.spans[0][0]: s for s in sentences}
+    inside = [(s.spans[0][0], s.spans[-1][1]) for s in sentences]
     shape = []
     for token in tokens:
-        if token.type in skip or token.start in rest:
+        if token.type in skip:
             continue
         sentence = first.get(token.start)
         if sentence is not None:
-            shape.append(("PRINTED", tuple(sorted(fields(sentence.text) if sentence.prefix == "f" else []))))
-        else:
+            shape.append(("PRINTED", expressions(_written(source, sentence))))
+        elif not any(a <= token.start < b for a, b in inside):   # the sentence's other pieces and tokens
             shape.append((token.type, token.string))
     return shape
 
@@ -756,14 +822,12 @@ def _translate_printed(cell, catalog: Catalog, notebook: str) -> str | None:
             problem = ("a sentence it prints is not translated yet (`make translations`, then translate it): "
                        f"{sentence.text[:60]!r}")
             continue
-        formatted = sentence.prefix == "f"
-        if formatted and sorted(fields(message.string)) != sorted(fields(sentence.text)):
-            problem = f"the translation of {sentence.text[:60]!r} changes its {{...}} fields: keep them as they are"
-            continue
-        try:
-            compile(" ".join(literals(sentence, message.string)), "<translation>", "eval")
-        except SyntaxError:
+        translated = expressions(" ".join(literals(sentence, message.string)))
+        if translated is None:
             problem = f"the translation of {sentence.text[:60]!r} is not valid in a Python string: escape it"
+            continue
+        if translated != expressions(_written(cell.source, sentence)):
+            problem = f"the translation of {sentence.text[:60]!r} changes its {{...}} fields: keep them as they are"
             continue
         cell.source = with_printed(cell.source, sentence, message.string)
     return problem
