@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 import warm
@@ -27,7 +28,9 @@ def kernels():
 
 
 def started(tmp_path, **options) -> tuple[KernelManager, object]:
-    km = KernelManager(kernel_name="python3")
+    # IPC sockets, files in the test's folder: TCP ports picked free by one process can be taken by another worker's
+    # kernel before this one binds them ("Address already in use"), which is not what these tests are about
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / f"kernel-{uuid.uuid4().hex[:8]}"))
     km.start_kernel(cwd=str(tmp_path), **options)
     kc = km.client()
     kc.start_channels()
