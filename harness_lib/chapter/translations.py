@@ -195,18 +195,6 @@ def with_comments(source: str, translated: list[str]) -> str:
     return "".join(lines)
 
 
-def without_comments(source: str) -> list[tuple]:
-    """The code of ``source`` as tokens, its comments and line layout aside: what a translation must keep."""
-    import tokenize
-
-    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
-    try:
-        return [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
-                if t.type not in skip]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return [(None, source)]
-
-
 # -- the sentences a code cell prints ------------------------------------------------------------------------
 PRINT_NOTE = ("A sentence a code cell prints (the pieces Python joins are one message): translate its words; keep "
               "every {...} exactly, the code inside and the format after its colon, in the order your language "
@@ -262,7 +250,7 @@ def printed(source: str) -> list[Printed]:
     found = []
     for first, last in spans:
         run = [(a, b) for a, b in pieces if first <= a and b <= last]
-        parts = [_literal(_between(source, a, b)) if a[0] == b[0] else None for a, b in run]  # one line each
+        parts = [_literal(_between(rows, a, b)) if a[0] == b[0] else None for a, b in run]  # one line each
         plain = bool(parts) and all(p is not None for p in parts)
         if plain:
             quotes = {p[1] for p in parts}
@@ -270,7 +258,7 @@ def printed(source: str) -> list[Printed]:
             plain = len(quotes) == 1 and not (len({p[0] for p in parts}) > 1 and braces)
         prefix = "f" if plain and any(p[0] == "f" for p in parts) else (parts[0][0] if plain else "")
         found.append(Printed(tuple(run), prefix, parts[0][1] if plain else "",
-                             "".join(p[2] for p in parts) if plain else _between(source, first, last), plain))
+                             "".join(p[2] for p in parts) if plain else _between(rows, first, last), plain))
     return found
 
 
@@ -304,8 +292,8 @@ def _rows(source: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+", source)
 
 
-def _between(source: str, first: tuple, last: tuple) -> str:
-    rows = _rows(source)
+def _between(rows: list[str], first: tuple, last: tuple) -> str:
+    """The source from ``first`` to ``last`` (``tokenize``'s rows and columns), ``rows`` its ``_rows``."""
     if first[0] == last[0]:
         return rows[first[0] - 1][first[1]:last[1]]
     return rows[first[0] - 1][first[1]:] + "".join(rows[first[0]:last[0] - 1]) + rows[last[0] - 1][:last[1]]
@@ -428,8 +416,9 @@ def expressions(literals_source: str) -> tuple | None:
     return tuple(sorted(ast.dump(v) for v in node.values if isinstance(v, ast.FormattedValue)))
 
 
-def _written(source: str, sentence: Printed) -> str:
-    return " ".join(_between(source, a, b) for a, b in sentence.spans)
+def _written(rows: list[str], sentence: Printed) -> str:
+    """The sentence's literals as the source writes them."""
+    return " ".join(_between(rows, a, b) for a, b in sentence.spans)
 
 
 def code_shape(source: str) -> list[tuple]:
@@ -443,7 +432,7 @@ def code_shape(source: str) -> list[tuple]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [(None, source)]
-    sentences = printed(source)
+    sentences, rows = printed(source), _rows(source)
     first = {s.spans[0][0]: s for s in sentences}
     inside = [(s.spans[0][0], s.spans[-1][1]) for s in sentences]
     shape = []
@@ -452,7 +441,7 @@ def code_shape(source: str) -> list[tuple]:
             continue
         sentence = first.get(token.start)
         if sentence is not None:
-            shape.append(("PRINTED", expressions(_written(source, sentence))))
+            shape.append(("PRINTED", expressions(_written(rows, sentence))))
         elif not any(a <= token.start < b for a, b in inside):   # the sentence's other pieces and tokens
             shape.append((token.type, token.string))
     return shape
@@ -816,31 +805,32 @@ def _translate_printed(cell, catalog: Catalog, notebook: str) -> str | None:
     for sentence in reversed(printed(cell.source)):   # from the last: the earlier ones' places stay where they were
         if not shown(sentence):
             continue
-        message = next((m for m in catalog if m.id == sentence.text and m.string and not m.fuzzy
-                        and (m.context or "").startswith(notebook + "#") and " print " in m.context), None)
-        if message is None:
+        found = _usable(catalog, sentence.text, lambda c: c.startswith(notebook + "#") and " print " in c)
+        if found is None:
             problem = ("a sentence it prints is not translated yet (`make translations`, then translate it): "
                        f"{sentence.text[:60]!r}")
             continue
-        translated = expressions(" ".join(literals(sentence, message.string)))
+        translated = expressions(" ".join(literals(sentence, found)))
         if translated is None:
             problem = f"the translation of {sentence.text[:60]!r} is not valid in a Python string: escape it"
             continue
-        if translated != expressions(_written(cell.source, sentence)):
+        if translated != expressions(_written(_rows(cell.source), sentence)):
             problem = f"the translation of {sentence.text[:60]!r} changes its {{...}} fields: keep them as they are"
             continue
-        cell.source = with_printed(cell.source, sentence, message.string)
+        cell.source = with_printed(cell.source, sentence, found)
     return problem
 
 
 def _comment_translation(catalog: Catalog, text: str, cell_context: str) -> str | None:
     """The translation of the comment ``text`` of the cell ``cell_context``, whichever its place in the cell (an
     exercise's cell keeps fewer comments than its section's); None when missing or fuzzy."""
-    for message in catalog:
-        if (message.id == text and (message.context or "").startswith(cell_context + " comment ")
-                and message.string and not message.fuzzy):
-            return message.string
-    return None
+    return _usable(catalog, text, lambda c: c.startswith(cell_context + " comment "))
+
+
+def _usable(catalog: Catalog, text: str, where) -> str | None:
+    """The translation of ``text`` under a context ``where`` accepts, neither missing nor fuzzy; else None."""
+    return next((m.string for m in catalog if m.id == text and m.string and not m.fuzzy and where(m.context or "")),
+                None)
 
 
 def notebook_text(nb) -> str:
